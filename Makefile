@@ -1,0 +1,52 @@
+# One-command set-up on a fresh Debian machine, then the job.
+#   make demo   set up everything, run the main job on the embedded default
+#   make test   set up everything, run the whole test suite
+# Every step is guarded by a stamp, so re-running is fast and idempotent.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Debian packages the project drives: a JRE for Spark (and later Kafka),
+# sshd + iptables + iproute2 for the namespace cluster, RabbitMQ.
+APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server
+APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
+PIP_STAMP := $(VENV)/.pip-installed
+
+.PHONY: setup demo test unit bench lint clean
+
+setup: $(APT_STAMP) $(PIP_STAMP)
+
+$(APT_STAMP):
+	@missing=$$(for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "apt: installing $$missing"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@$(PYTHON) -m venv $(VENV)
+	@touch $@
+
+$(PIP_STAMP): pyproject.toml $(APT_STAMP)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+demo: setup
+	$(BIN)/queuecheck demo
+
+test: setup
+	$(BIN)/pytest -q
+
+unit: setup
+	$(BIN)/pytest -q -m 'not integration'
+
+bench: setup
+	$(BIN)/python -m checkers.bench
+
+lint: setup
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) store .state

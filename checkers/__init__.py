@@ -1,0 +1,1 @@
+"""PySpark checkers over queuecheck histories."""

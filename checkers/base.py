@@ -1,0 +1,104 @@
+"""The checker interface and how verdicts compose.
+
+Validity is three-valued as in Jepsen: True, False, or "unknown" (the history
+cannot decide). Composition keeps the worst: False > "unknown" > True. A
+checker that raises yields "unknown" with the error, never a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Validity = bool | Literal["unknown"]
+UNKNOWN: Literal["unknown"] = "unknown"
+
+# The three properties of the contract, in the order reports show them.
+PROPERTIES = ("at-most-once", "at-least-once", "exactly-once-effect")
+
+
+def worst(*vs: Validity) -> Validity:
+    if any(v is False for v in vs):
+        return False
+    if any(v == UNKNOWN for v in vs):
+        return UNKNOWN
+    return True
+
+
+@dataclass
+class Property:
+    valid: Validity
+    # Why it is not plainly True: the counts that broke it, or what was missing.
+    reason: str = ""
+
+
+@dataclass
+class CheckResult:
+    properties: dict[str, Property] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    anomalies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def merge(self, other: CheckResult) -> CheckResult:
+        props = dict(self.properties)
+        for name, p in other.properties.items():
+            if name in props:
+                mine = props[name]
+                v = worst(mine.valid, p.valid)
+                reason = "; ".join(r for r in (mine.reason, p.reason) if r)
+                props[name] = Property(v, reason)
+            else:
+                props[name] = p
+        return CheckResult(
+            properties=props,
+            counts={**self.counts, **other.counts},
+            anomalies={**self.anomalies, **other.anomalies},
+            info={**self.info, **other.info},
+            errors=self.errors + other.errors,
+        )
+
+
+class Checker(Protocol):
+    name: str
+
+    def check(self, history: Any, test: dict[str, Any]) -> CheckResult: ...
+
+
+def run_checkers(checkers: list[Checker], history: Any, test: dict[str, Any]) -> CheckResult:
+    """Runs every checker; one that raises marks its properties unknown."""
+    total = CheckResult()
+    for checker in checkers:
+        try:
+            result = checker.check(history, test)
+        except Exception as e:  # noqa: BLE001 - a checker bug must not hide the others
+            msg = f"{checker.name}: {type(e).__name__}: {e}"
+            props = {p: Property(UNKNOWN, msg) for p in getattr(checker, "properties", ())}
+            result = CheckResult(properties=props, errors=[msg])
+        total = total.merge(result)
+    return total
+
+
+def results_document(result: CheckResult, claims: list[str]) -> dict[str, Any]:
+    """results.json in the contract's shape; only claimed properties decide `valid`."""
+    unknown_claims = [c for c in claims if c not in result.properties]
+    properties = {}
+    for name, p in result.properties.items():
+        entry: dict[str, Any] = {"valid": p.valid, "claimed": name in claims}
+        if p.reason:
+            entry["reason"] = p.reason
+        properties[name] = entry
+    for name in unknown_claims:
+        properties[name] = {"valid": UNKNOWN, "claimed": True, "reason": "no checker decides it"}
+    valid = worst(*(properties[c]["valid"] for c in claims)) if claims else True
+    doc: dict[str, Any] = {
+        "valid": valid,
+        "properties": properties,
+        "counts": result.counts,
+        "anomalies": result.anomalies,
+    }
+    if result.info:
+        doc["history"] = result.info
+    if result.errors:
+        doc["errors"] = result.errors
+    return doc

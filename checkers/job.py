@@ -1,0 +1,98 @@
+"""The check job: history in, results document out.
+
+Runs as part of `queuecheck check`, and also directly under spark-submit:
+
+    spark-submit --master spark://host:7077 checkers/job.py RUN_DIR --claims at-least-once
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from checkers.base import PROPERTIES, results_document, run_checkers
+from checkers.delivery import DeliveryChecker
+from checkers.load import history_path, load_history
+from checkers.spark import DEFAULT_DRIVER_MEMORY, spark_session
+
+TEST_FILE = "test.json"
+RESULTS_FILE = "results.json"
+
+
+class UsageError(ValueError):
+    """A bad option or argument; the message names it."""
+
+
+def parse_claims(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    claims = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in claims if c not in PROPERTIES]
+    if unknown:
+        raise UsageError(
+            f"--claims: unknown property {unknown[0]!r}; known: {', '.join(PROPERTIES)}"
+        )
+    return claims
+
+
+def read_test(path: Path) -> dict[str, Any]:
+    """The run's test.json (next to the history), or {} for a bare history."""
+    test_file = path.parent / TEST_FILE
+    if not test_file.is_file():
+        return {}
+    try:
+        return json.loads(test_file.read_text())
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{test_file}: not valid JSON ({e})") from None
+
+
+def check(
+    path: str | os.PathLike,
+    claims: list[str] | None = None,
+    master: str | None = None,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    spark_conf: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Checks one history; claims default to the ones its test.json carries."""
+    hp = history_path(path)
+    if not hp.is_file():
+        raise UsageError(f"{path}: no history file (expected {hp})")
+    test = read_test(hp)
+    if claims is None:
+        claims = parse_claims(",".join(test.get("claims", []))) or []
+    spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
+    history = load_history(spark, hp)
+    result = run_checkers([DeliveryChecker()], history, test)
+    doc = results_document(result, claims)
+    doc.setdefault("history", {})["path"] = str(hp)
+    return doc
+
+
+def write_results(doc: dict[str, Any], out: Path) -> Path:
+    """Writes atomically, so a reader never sees half a results.json."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    tmp.replace(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="checkers/job.py", description=__doc__)
+    ap.add_argument("path")
+    ap.add_argument("--claims")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    doc = check(args.path, parse_claims(args.claims))
+    out = Path(args.out) if args.out else history_path(args.path).parent / RESULTS_FILE
+    write_results(doc, out)
+    print(json.dumps({"valid": doc["valid"], "results": str(out)}))
+    return {True: 0, False: 1}.get(doc["valid"], 2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

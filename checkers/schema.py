@@ -1,0 +1,59 @@
+"""The Spark schema of history.jsonl: the reader's half of harness/history.py.
+
+`value` is declared as the union of the shapes the delivery contract defines.
+Spark's JSON reader keeps the other fields of a row when only `value` does not
+fit (a nemesis op's free-form value), and marks the row in `_corrupt`; the
+loader decides which of those rows are real contract violations.
+"""
+
+from pyspark.sql import types as T
+
+CORRUPT = "_corrupt"
+
+MSG = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("queue", T.StringType()),
+        T.StructField("partition", T.LongType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("key", T.StringType()),
+    ]
+)
+
+MOP = T.StructType(
+    [
+        T.StructField("f", T.StringType()),
+        T.StructField("msgs", T.ArrayType(MSG)),
+    ]
+)
+
+EFFECT = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("count", T.LongType()),
+    ]
+)
+
+VALUE = T.StructType(
+    [
+        T.StructField("msgs", T.ArrayType(MSG)),
+        T.StructField("queue", T.StringType()),
+        T.StructField("mops", T.ArrayType(MOP)),
+        T.StructField("effects", T.ArrayType(EFFECT)),
+    ]
+)
+
+OP = T.StructType(
+    [
+        T.StructField("index", T.LongType()),
+        T.StructField("time", T.LongType()),
+        # int or "nemesis": read as text, an int becomes its decimal string.
+        T.StructField("process", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("f", T.StringType()),
+        T.StructField("value", VALUE),
+        T.StructField("node", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField(CORRUPT, T.StringType()),
+    ]
+)

@@ -1,0 +1,1 @@
+"""Control plane: CLI, nodes, DB lifecycles, the history writer, the store."""

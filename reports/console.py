@@ -1,0 +1,58 @@
+"""The verdict on the terminal: one rich table, property by property."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from checkers.delivery import ANOMALIES, PROPERTY_RULES
+
+HELD = {True: "[green]held[/]", False: "[bold red]VIOLATED[/]", "unknown": "[yellow]unknown[/]"}
+VERDICT = {
+    True: "[bold green]VALID[/]",
+    False: "[bold red]INVALID[/]",
+    "unknown": "[bold yellow]UNKNOWN[/]",
+}
+
+
+def _examples(doc: dict[str, Any], names: tuple[str, ...], limit: int = 2) -> str:
+    lines = []
+    for name in names:
+        for ex in doc.get("anomalies", {}).get(name, {}).get("examples", [])[:limit]:
+            at = ", ".join(str(i) for i in ex["indexes"])
+            lines.append(f"{name}: id {ex['id']} @ {at}")
+    return "\n".join(lines)
+
+
+def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console(width=None if Console().is_terminal else 120)
+    counts = doc.get("counts", {})
+    table = Table(title="queuecheck verdict", show_lines=True)
+    for col in ("property", "claimed", "held?", "counts", "first examples (id @ history index)"):
+        table.add_column(col)
+    for name, prop in doc["properties"].items():
+        rule = PROPERTY_RULES.get(name, ())
+        shown = ", ".join(f"{k}={counts[k]}" for k in rule if k in counts)
+        if prop.get("reason") and prop["valid"] is not False:
+            shown += f"\n[dim]{prop['reason']}[/]"
+        table.add_row(
+            name,
+            "yes" if prop["claimed"] else "no",
+            HELD.get(prop["valid"], str(prop["valid"])),
+            shown,
+            _examples(doc, rule),
+        )
+    console.print(table)
+    summary = ", ".join(f"{k} {v}" for k, v in counts.items() if k not in ANOMALIES or v)
+    console.print(f"messages: {summary}")
+    hist = doc.get("history", {})
+    if hist.get("truncated-line"):
+        console.print(
+            f"[yellow]note:[/] line {hist['truncated-line']} of the history is a partial "
+            "write (crashed run) and was skipped"
+        )
+    for err in doc.get("errors", []):
+        console.print(f"[red]checker error:[/] {err}")
+    console.print(f"verdict: {VERDICT.get(doc['valid'], doc['valid'])}")

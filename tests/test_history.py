@@ -1,0 +1,130 @@
+"""The history contract on its own: writer, reader, validation (no Spark)."""
+
+import json
+
+import pytest
+
+from harness.history import HistoryError, HistoryWriter, ReadReport, read_history, validate_op
+from tests.histories import Builder
+
+
+def test_writer_stamps_index_and_time_and_flushes_each_op(tmp_path):
+    path = tmp_path / "history.jsonl"
+    w = HistoryWriter(path)
+    w.append(
+        {"process": 0, "type": "invoke", "f": "send", "value": {"msgs": [{"id": 1, "queue": "q"}]}}
+    )
+    # Visible to a reader before close: a killed harness leaves this prefix.
+    first = json.loads(path.read_text().splitlines()[0])
+    w.append(
+        {"process": 0, "type": "ok", "f": "send", "value": {"msgs": [{"id": 1, "queue": "q"}]}}
+    )
+    w.close()
+    ops = list(read_history(path))
+    assert [op["index"] for op in ops] == [0, 1]
+    assert first["index"] == 0 and ops[1]["time"] >= ops[0]["time"] >= 0
+
+
+def test_writer_refuses_an_op_that_breaks_the_contract_and_keeps_what_it_has(tmp_path):
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as w:
+        w.append({"process": "nemesis", "type": "info", "f": "start-partition", "value": None})
+        with pytest.raises(HistoryError, match="field 'type'"):
+            w.append({"process": 1, "type": "done", "f": "send", "value": None})
+    assert len(path.read_text().splitlines()) == 1
+
+
+def test_writer_never_overwrites_an_existing_history(tmp_path):
+    path = tmp_path / "history.jsonl"
+    path.write_text("recorded\n")
+    with pytest.raises(FileExistsError):
+        HistoryWriter(path)
+    assert path.read_text() == "recorded\n"
+
+
+def test_truncated_last_line_is_reported_and_skipped(tmp_path):
+    b = Builder()
+    b.send(0, [1, 2])
+    path = b.write(tmp_path / "h.jsonl")
+    with open(path, "a") as fh:
+        fh.write('{"index":2,"time":5,"process":0,"ty')
+    report = ReadReport()
+    ops = list(read_history(path, report))
+    assert len(ops) == 2 and report.truncated_line == 3
+
+
+@pytest.mark.parametrize(
+    "line, field, message",
+    [
+        ('{"index":1,"time":5,"process":0,"type":"ok"', None, "not valid JSON"),
+        ('{"index":1,"process":0,"type":"invoke","f":"receive","value":null}', "time", "missing"),
+        (
+            '{"index":1,"time":5,"process":0,"type":"done","f":"receive","value":null}',
+            "type",
+            "unknown type 'done'",
+        ),
+        (
+            '{"index":7,"time":5,"process":0,"type":"invoke","f":"receive","value":null}',
+            "index",
+            "expected 1",
+        ),
+        (
+            '{"index":1,"time":5,"process":1.5,"type":"invoke","f":"receive","value":null}',
+            "process",
+            "int",
+        ),
+        (
+            '{"index":1,"time":5,"process":0,"type":"invoke","f":"send","value":{"msgs":[{"id":"a"}]}}',
+            "value.msgs",
+            "id",
+        ),
+        (
+            '{"index":1,"time":5,"process":0,"type":"ok","f":"send","value":{"msgs":[]}}',
+            "type",
+            "no open send",
+        ),
+    ],
+)
+def test_a_bad_line_gets_one_error_naming_line_and_field(tmp_path, line, field, message):
+    b = Builder()
+    b.nemesis("start-partition", {"grudge": {"n1": ["n2"]}})
+    path = b.write(tmp_path / "h.jsonl")
+    with open(path, "a") as fh:
+        fh.write(line + "\n")
+        fh.write('{"index":2,"time":9,"process":"nemesis","type":"info","f":"stop","value":null}\n')
+    with pytest.raises(HistoryError) as e:
+        list(read_history(path))
+    assert e.value.line == 2 and e.value.field == field
+    assert message in str(e.value) and str(e.value).startswith("line 2")
+
+
+def test_second_invoke_while_one_is_open_is_refused(tmp_path):
+    b = Builder()
+    b.invoke(0, "send", {"msgs": [{"id": 1, "queue": "q"}]})
+    b.ops.append(
+        {"index": 1, "time": 1, "process": 0, "type": "invoke", "f": "receive", "value": None}
+    )
+    with pytest.raises(HistoryError, match="line 2.*still open"):
+        list(read_history(b.write(tmp_path / "h.jsonl")))
+
+
+def test_nemesis_values_are_free_form_and_unknown_fs_pass_through():
+    assert (
+        validate_op(
+            {
+                "index": 0,
+                "time": 0,
+                "process": "nemesis",
+                "type": "info",
+                "f": "kill",
+                "value": ["n1"],
+            }
+        )
+        is None
+    )
+    assert (
+        validate_op(
+            {"index": 0, "time": 0, "process": 3, "type": "info", "f": "crash", "value": "mid-ack"}
+        )
+        is None
+    )
