@@ -15,16 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
 from .base import UNKNOWN, CheckResult, Property
-from .load import LoadedHistory
-
-# Event roles. OPEN_ATTEMPT is a send invoke that never completed: it is an
-# attempt and an indeterminate outcome at once.
-ATTEMPT, ACK, FAIL, INFO, OPEN_ATTEMPT, DELIVER, DRAIN, EFFECT = range(8)
+from .load import ACK, ATTEMPT, DELIVER, DRAIN, EFFECT, FAIL, INFO, OPEN_ATTEMPT, LoadedHistory
 
 EXAMPLES = 5
 
@@ -74,61 +69,16 @@ PROPERTY_RULES = {
 }
 
 
-def _msg_events(msgs: Column, role: Column) -> Column:
-    return F.transform(
-        F.coalesce(msgs, F.array()),
-        lambda m: F.struct(
-            m["id"].alias("id"), role.alias("role"), F.lit(1).cast("long").alias("n")
-        ),
-    )
-
-
-def events(h: LoadedHistory) -> DataFrame:
-    """One row per message occurrence: (id, role, idx, n)."""
-    f, typ, v = F.col("f"), F.col("type"), F.col("value")
-    is_open = F.col("index").isin(h.facts.open_invokes) if h.facts.open_invokes else F.lit(False)
-    send_role = (
-        F.when(typ == "invoke", F.when(is_open, OPEN_ATTEMPT).otherwise(ATTEMPT))
-        .when(typ == "ok", ACK)
-        .when(typ == "fail", FAIL)
-        .when(typ == "info", INFO)
-    )
-
-    def mop_events(mop: Column) -> Column:
-        role = F.when(mop["f"] == "send", send_role).when(
-            (mop["f"] == "receive") & (typ == "ok"), DELIVER
-        )
-        return _msg_events(mop["msgs"], role)
-
-    effect_events = F.transform(
-        F.coalesce(v["effects"], F.array()),
-        lambda e: F.struct(e["id"].alias("id"), F.lit(EFFECT).alias("role"), e["count"].alias("n")),
-    )
-    evs = (
-        F.when(f == "send", _msg_events(v["msgs"], send_role))
-        .when((f == "receive") & (typ == "ok"), _msg_events(v["msgs"], F.lit(DELIVER)))
-        .when((f == "drain") & (typ == "ok"), _msg_events(v["msgs"], F.lit(DRAIN)))
-        .when(f == "txn", F.flatten(F.transform(F.coalesce(v["mops"], F.array()), mop_events)))
-        .when((f == "effects") & (typ == "ok"), effect_events)
-    )
-    wanted = F.col("is_client") & f.isin("send", "receive", "drain", "txn", "effects")
-    return (
-        h.ops.filter(wanted)
-        .select(F.col("index").alias("idx"), F.explode(evs).alias("e"))
-        .select("e.id", "e.role", "idx", "e.n")
-        .filter(F.col("role").isNotNull())
-    )
-
-
 def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
-    """Groups events by message id and classifies each id by the spec."""
+    """Groups events by message id and classifies each id by the spec.
+
+    Only counters are aggregated here (they are all the verdict needs); the
+    history indexes behind an example are fetched later, for those few ids.
+    """
     role = F.col("role")
 
     def n_of(*roles: int) -> Column:
         return F.sum(F.when(role.isin(*roles), F.col("n")).otherwise(0))
-
-    def first(*roles: int) -> Column:
-        return F.min(F.when(role.isin(*roles), F.col("idx")))
 
     g = ev.groupBy("id").agg(
         n_of(ATTEMPT, OPEN_ATTEMPT).alias("attempts"),
@@ -138,13 +88,6 @@ def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
         n_of(DELIVER).alias("deliveries"),
         n_of(DRAIN).alias("drains"),
         n_of(EFFECT).alias("effect_count"),
-        first(ATTEMPT, OPEN_ATTEMPT).alias("attempt_idx"),
-        first(ACK).alias("ack_idx"),
-        first(FAIL).alias("fail_idx"),
-        first(DELIVER).alias("deliver_idx"),
-        F.max(F.when(role == DELIVER, F.col("idx"))).alias("deliver_last_idx"),
-        first(DELIVER, DRAIN).alias("seen_idx"),
-        first(EFFECT).alias("effect_idx"),
     )
     c = F.col
     acknowledged = c("acks") > 0
@@ -169,7 +112,31 @@ def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
         "effect-unexpected": ~attempted & (c("effect_count") > 0),
         "effect-aborted": failed & (c("effect_count") > 0),
     }
-    return g.select("*", *(flag.alias(name) for name, flag in flags.items()))
+    return g.select("id", "deliveries", "effect_count", *(f.alias(n) for n, f in flags.items()))
+
+
+def example_indexes(ev: DataFrame, ids: list[int]) -> dict[int, dict[str, int | None]]:
+    """The history indexes an example cites, for a handful of ids."""
+    role, idx = F.col("role"), F.col("idx")
+
+    def first(*roles: int) -> Column:
+        return F.min(F.when(role.isin(*roles), idx))
+
+    rows = (
+        ev.filter(F.col("id").isin(ids))
+        .groupBy("id")
+        .agg(
+            first(ATTEMPT, OPEN_ATTEMPT).alias("attempt_idx"),
+            first(ACK).alias("ack_idx"),
+            first(FAIL).alias("fail_idx"),
+            first(DELIVER).alias("deliver_idx"),
+            F.max(F.when(role == DELIVER, idx)).alias("deliver_last_idx"),
+            first(DELIVER, DRAIN).alias("seen_idx"),
+            first(EFFECT).alias("effect_idx"),
+        )
+        .collect()
+    )
+    return {r["id"]: r.asDict() for r in rows}
 
 
 def _example(row: dict[str, Any], cols: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -213,65 +180,57 @@ def decide(
     return props
 
 
-def _first_cited(cols: tuple[str, ...]) -> Column:
-    return F.least(*(F.col(c) for c in cols)) if len(cols) > 1 else F.col(cols[0])
+def counts_and_examples(
+    ev: DataFrame, has_effects: bool
+) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    """Every count, and the first examples (lowest ids) of every anomaly.
+
+    The sums ride along as an observation of the per-id rows while the same
+    pass keeps only anomalous ids and ranks them per anomaly, so the per-id
+    table is neither cached nor computed twice.
+    """
+    ids = per_id(ev, has_effects)
+    obs = Observation("delivery-counts")
+    observed = ids.observe(obs, *(F.sum(F.col(f"`{n}`").cast("long")).alias(n) for n in COUNTS))
+    names = F.array(*(F.when(F.col(f"`{n}`"), F.lit(n)) for n in ANOMALIES))
+    rank = F.row_number().over(Window.partitionBy("name").orderBy("id"))
+    rows = (
+        observed.filter(F.greatest(*(F.col(f"`{n}`") for n in ANOMALIES)))
+        .select(
+            "id",
+            "deliveries",
+            "effect_count",
+            F.explode(F.filter(names, lambda n: n.isNotNull())).alias("name"),
+        )
+        .select("*", rank.alias("rank"))
+        .filter(F.col("rank") <= EXAMPLES)
+        .orderBy("name", "rank")
+        .collect()
+    )
+    counts = {n: int(obs.get.get(n) or 0) for n in COUNTS}
+    cited = example_indexes(ev, sorted({r["id"] for r in rows})) if rows else {}
+    anomalies: dict[str, dict[str, Any]] = {
+        name: {"count": counts[name], "examples": []} for name in ANOMALIES if counts[name] > 0
+    }
+    for r in rows:
+        cols, what = ANOMALIES[r["name"]]
+        detail = {
+            **cited[r["id"]],
+            "deliveries": r["deliveries"],
+            "effect_count": r["effect_count"],
+        }
+        anomalies[r["name"]]["examples"].append(_example(detail, cols, what))
+    return counts, anomalies
 
 
 class DeliveryChecker:
     name = "delivery"
     properties = tuple(PROPERTY_RULES)
 
-    @staticmethod
-    def _anomalies(ids: DataFrame, counts: dict[str, int]) -> dict[str, dict[str, Any]]:
-        """The first few examples of every anomaly that occurred, in one job."""
-        present = [name for name in ANOMALIES if counts[name] > 0]
-        if not present:
-            return {}
-        tagged = F.array(
-            *(
-                F.when(
-                    F.col(f"`{name}`"),
-                    F.struct(
-                        F.lit(name).alias("name"), _first_cited(ANOMALIES[name][0]).alias("at")
-                    ),
-                )
-                for name in present
-            )
-        )
-        rank = F.row_number().over(Window.partitionBy("a.name").orderBy("a.at", "id"))
-        rows = (
-            ids.filter(
-                F.greatest(*(F.col(f"`{name}`") for name in present))
-                if len(present) > 1
-                else F.col(f"`{present[0]}`")
-            )
-            .select("*", F.explode(F.filter(tagged, lambda t: t.isNotNull())).alias("a"))
-            .select("*", rank.alias("rank"))
-            .filter(F.col("rank") <= EXAMPLES)
-            .orderBy("a.name", "rank")
-            .collect()
-        )
-        anomalies: dict[str, dict[str, Any]] = {
-            name: {"count": counts[name], "examples": []} for name in present
-        }
-        for r in rows:
-            d = r.asDict()
-            name = d["a"]["name"]
-            anomalies[name]["examples"].append(_example(d, ANOMALIES[name][0], ANOMALIES[name][1]))
-        return anomalies
-
     def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
         facts = history.facts
         has_effects = facts.effects_ops > 0
-        ids = per_id(events(history), has_effects).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            sums = ids.agg(
-                *(F.sum(F.col(f"`{name}`").cast("long")).alias(name) for name in COUNTS)
-            ).first()
-            counts = {name: int(sums[name] or 0) for name in COUNTS}
-            anomalies = self._anomalies(ids, counts)
-        finally:
-            ids.unpersist()
+        counts, anomalies = counts_and_examples(history.message_events(), has_effects)
         return CheckResult(
             properties=decide(counts, has_effects, facts.final_read_complete),
             counts=counts,

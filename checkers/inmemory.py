@@ -175,11 +175,10 @@ class InMemoryChecker:
             if not ids:
                 continue
             cols, what = ANOMALIES[name]
-            rows = [dict(zip(FIELDS, state[i], strict=True), id=i) for i in ids]
-            rows.sort(key=lambda r: (min(r[c] for c in cols if r[c] is not None), r["id"]))
+            rows = [dict(zip(FIELDS, state[i], strict=True), id=i) for i in sorted(ids)[:EXAMPLES]]
             anomalies[name] = {
                 "count": counts[name],
-                "examples": [_example(r, cols, what) for r in rows[:EXAMPLES]],
+                "examples": [_example(r, cols, what) for r in rows],
             }
         final_read = drains_ok > 0 and drains_ok == drains_invoked
         return CheckResult(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -28,6 +29,12 @@ from harness.history import (
 )
 
 from .schema import CORRUPT, OP
+
+# What a row of the flat frame is. MARKER: the op itself (one per line, for
+# validation and pairing); the rest: one message occurrence in that op.
+# ATTEMPT rows of invokes that never completed become OPEN_ATTEMPT once the
+# pairing pass has found them.
+MARKER, ATTEMPT, ACK, FAIL, INFO, OPEN_ATTEMPT, DELIVER, DRAIN, EFFECT = range(-1, 8)
 
 
 @dataclass
@@ -48,10 +55,28 @@ class HistoryFacts:
 
 @dataclass
 class LoadedHistory:
+    """`flat`: one MARKER row per op plus one row per message occurrence,
+    columns index, proc, type, f, bad, is_client, id, role, n; cached, so the
+    JSON is parsed once however many checkers read it."""
+
     spark: SparkSession
     path: str
-    ops: DataFrame
+    flat: DataFrame
     facts: HistoryFacts
+
+    @property
+    def ops(self) -> DataFrame:
+        return self.flat.filter(F.col("role") == MARKER)
+
+    def message_events(self) -> DataFrame:
+        """(id, role, idx, n) for every message occurrence, open invokes marked."""
+        role = F.col("role")
+        if self.facts.open_invokes:
+            is_open = F.col("index").isin(self.facts.open_invokes)
+            role = F.when((role == ATTEMPT) & is_open, OPEN_ATTEMPT).otherwise(role)
+        return self.flat.filter(F.col("role") != MARKER).select(
+            "id", role.alias("role"), F.col("index").alias("idx"), "n"
+        )
 
 
 def history_path(path: str | os.PathLike) -> Path:
@@ -85,26 +110,54 @@ def truncated_tail(path: Path) -> bool:
         return True
 
 
-def _is_id_list(arr: Column) -> Column:
-    return arr.isNotNull() & F.forall(arr, lambda m: m["id"].isNotNull())
+# Spark runs higher-order functions (forall, transform ...) interpreted, row
+# by row; the common ops (send, receive, drain, effects) avoid them so the
+# whole scan stays in generated code. Only txn mops use them.
+LONGS = "array<bigint>"
+_NEVER = -(2**63)
+
+
+def _has_null(ids: Column) -> Column:
+    # array_contains is null exactly when the array holds a null and not the
+    # value looked for: a null test that compiles.
+    return F.array_contains(ids, F.lit(_NEVER)).isNull()
+
+
+def _empty(kind: str = LONGS) -> Column:
+    return F.array().cast(kind)
+
+
+def _txn_ids(v: Column) -> Column:
+    return F.flatten(F.transform(v["mops"], lambda m: F.coalesce(m["msgs"]["id"], _empty())))
+
+
+def _txn_kinds(v: Column) -> Column:
+    """The mop `f` of every id in `_txn_ids`, position by position."""
+    return F.flatten(
+        F.transform(
+            v["mops"],
+            lambda m: F.array_repeat(m["f"], F.size(F.coalesce(m["msgs"]["id"], _empty()))),
+        )
+    )
 
 
 def _value_ok() -> Column:
     """The value checks of harness.history.validate_op, in Spark columns."""
     f, typ, v = F.col("f"), F.col("type"), F.col("value")
     msgs_needed = (f == "send") | (f.isin("receive", "drain") & (typ == "ok"))
-    mops_ok = v["mops"].isNotNull() & F.forall(
-        v["mops"],
-        lambda mop: (
-            mop["f"].isin("send", "receive")
-            & F.forall(F.coalesce(mop["msgs"], F.array()), lambda m: m["id"].isNotNull())
-        ),
+    msgs_ok = v["msgs"].isNotNull() & ~_has_null(v["msgs"]["id"])
+    mops_ok = (
+        v["mops"].isNotNull()
+        & (F.size(F.array_except(v["mops"]["f"], F.array(F.lit("send"), F.lit("receive")))) == 0)
+        & ~_has_null(_txn_ids(v))
     )
-    effects_ok = v["effects"].isNotNull() & F.forall(
-        v["effects"], lambda e: e["id"].isNotNull() & e["count"].isNotNull()
+    effects_ok = (
+        v["effects"].isNotNull()
+        & ~_has_null(v["effects"]["id"])
+        & ~_has_null(v["effects"]["count"])
     )
     return (
-        F.when(msgs_needed, _is_id_list(v["msgs"]))
+        F.when(msgs_needed, msgs_ok)
         .when(f == "txn", mops_ok)
         .when((f == "effects") & (typ == "ok"), effects_ok)
         .otherwise(F.lit(True))
@@ -114,7 +167,9 @@ def _value_ok() -> Column:
 def annotate(raw: DataFrame) -> DataFrame:
     """Adds `proc` (client process as a long), `is_client` and `bad`."""
     is_nem = F.col("process") == NEMESIS
-    proc_ok = is_nem | F.col("process").rlike(r"^-?[0-9]+$")
+    as_long = F.col("process").try_cast("long")
+    # An int's JSON text survives the round trip; "1.5" or "true" does not.
+    proc_ok = is_nem | (as_long.cast("string") == F.col("process"))
     required = (
         F.col("index").isNotNull()
         & F.col("time").isNotNull()
@@ -127,9 +182,61 @@ def annotate(raw: DataFrame) -> DataFrame:
     client_ok = is_nem | ~core | (F.col(CORRUPT).isNull() & _value_ok())
     return raw.select(
         "*",
-        F.when(~is_nem & proc_ok, F.col("process").try_cast("long")).alias("proc"),
+        F.when(~is_nem & proc_ok, as_long).alias("proc"),
         (~is_nem).alias("is_client"),
         (~F.coalesce(required & client_ok, F.lit(False))).alias("bad"),
+    )
+
+
+def _after_marker(arr: Column) -> Column:
+    """A null in front: position 0 of every exploded op is its MARKER."""
+    return F.concat(F.array(F.lit(None)), arr)  # array<void> widens to arr's type
+
+
+def flatten_ops(ops: DataFrame) -> DataFrame:
+    """One MARKER row per op, then one row per message id it mentions, with
+    the capacity it mentions it in (role) and its weight (n: 1, or an effect
+    count)."""
+    f, typ, v = F.col("f"), F.col("type"), F.col("value")
+    good = F.col("is_client") & ~F.col("bad")
+    ids = (
+        F.when(~good, _empty())
+        .when((f == "send") | (f.isin("receive", "drain") & (typ == "ok")), v["msgs"]["id"])
+        .when((f == "effects") & (typ == "ok"), v["effects"]["id"])
+        .when(f == "txn", _txn_ids(v))
+    )
+    keep = ["index", "proc", "type", "f", "bad", "is_client"]
+    exploded = ops.select(
+        *keep,
+        # Shifted by one, like the ids below, so position pos holds its value.
+        F.when(good & (f == "effects"), _after_marker(v["effects"]["count"])).alias("counts"),
+        F.when(good & (f == "txn"), _after_marker(_txn_kinds(v))).alias("kinds"),
+        F.posexplode(_after_marker(F.coalesce(ids, _empty()))).alias(
+            "pos", "id"
+        ),
+    )
+    send_role = (
+        F.when(typ == "invoke", ATTEMPT)
+        .when(typ == "ok", ACK)
+        .when(typ == "fail", FAIL)
+        .when(typ == "info", INFO)
+    )
+    pos = F.col("pos")
+    kind = F.try_element_at("kinds", pos + 1)
+    role = (
+        F.when(pos == 0, MARKER)
+        .when(f == "send", send_role)
+        .when(f == "receive", DELIVER)
+        .when(f == "drain", DRAIN)
+        .when(f == "effects", EFFECT)
+        .when(kind == "send", send_role)
+        .when((kind == "receive") & (typ == "ok"), DELIVER)
+    )
+    n = F.when(f == "effects", F.try_element_at("counts", pos + 1)).otherwise(
+        F.lit(1).cast("long")
+    )
+    return exploded.select(*keep, "id", role.alias("role"), n.alias("n")).filter(
+        F.col("role").isNotNull()
     )
 
 
@@ -210,13 +317,15 @@ def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
         .option("columnNameOfCorruptRecord", CORRUPT)
         .json(str(p))
     )
-    ops = annotate(raw)
-    facts = _facts_and_problems(ops)
+    # Parsing JSON is most of the cost: parse once into flat rows of plain
+    # columns (they cache small), and let Spark spill what does not fit.
+    flat = flatten_ops(annotate(raw)).persist(StorageLevel.MEMORY_AND_DISK)
+    facts = _facts_and_problems(flat.filter(F.col("role") == MARKER))
     n, bad = facts["n"], facts["bad"]
     tail_only = truncated and bad == 1 and facts["bad_without_index"] == 1
     if tail_only:
         n, bad = n - 1, 0
-        ops = ops.filter(~F.col("bad"))
+        flat = flat.filter(~F.col("bad"))
     indexes_ok = n == 0 or (
         facts["min_index"] == 0
         and facts["max_index"] == n - 1
@@ -224,6 +333,7 @@ def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
         and facts["sum_sq_index"] == (n - 1) * n * (2 * n - 1) // 6
     )
     if bad or facts["pairing_bad"] or not indexes_ok:
+        flat.unpersist()
         problem = _first_problem(p)
         if problem is None:
             # The exact pass accepts what the fast pass flagged: still refuse,
@@ -235,7 +345,7 @@ def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
     return LoadedHistory(
         spark=spark,
         path=str(p),
-        ops=ops,
+        flat=flat,
         facts=HistoryFacts(
             ops=n,
             truncated_line=n + 1 if tail_only else None,

@@ -1,0 +1,258 @@
+"""Checker benchmark: the Spark checker beside the in-memory baseline.
+
+    python -m checkers.bench [--sizes 100k,1m,10m] [--dir .state/bench]
+
+For each size it generates (once, cached) a spec-conformant history with
+planted anomalies, then runs each checker in its own process (the Spark one
+including JVM start) and prints wall time, peak memory of the whole process
+tree (Python + JVM), and the ratio. Both checkers must report the same
+counts, or the benchmark says so and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+GENERATOR_VERSION = 1
+SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().lower()
+    if text[-1:] in SUFFIX:
+        return int(float(text[:-1]) * SUFFIX[text[-1]])
+    return int(text)
+
+
+class HistoryGenerator:
+    """Writes a history shaped like a queue test: 8 producers sending batches
+    of 1-3 messages, consumers receiving batches of up to 10, nemesis ops,
+    then a final drain and a sink read in chunks of 1000. Plants every
+    delivery anomaly at a known rate."""
+
+    def __init__(self, n_messages: int, seed: int = 7):
+        self.n = n_messages
+        self.rng = random.Random(seed)
+        self.index = 0
+        self.planted = dict.fromkeys(
+            ["lost", "duplicated", "unexpected", "aborted-read", "recovered", "effect-lost"], 0
+        )
+
+    def _line(self, process: int | str, typ: str, f: str, value: str) -> str:
+        proc = f'"{process}"' if isinstance(process, str) else process
+        line = (
+            f'{{"index":{self.index},"time":{self.index * 1000},"process":{proc},'
+            f'"type":"{typ}","f":"{f}","value":{value}}}\n'
+        )
+        self.index += 1
+        return line
+
+    @staticmethod
+    def _msgs(ids: list[int]) -> str:
+        return '{"msgs":[' + ",".join(f'{{"id":{i},"queue":"q"}}' for i in ids) + "]}"
+
+    def write(self, path: Path) -> dict[str, int]:
+        rng, out = self.rng, []
+        producers = list(range(8))
+        next_proc = 100
+        consumer = 50
+        backlog: list[int] = []  # written, not yet received
+        present: list[int] = []  # everything a final drain will find
+        effects: dict[int, int] = {}
+        failed: list[int] = []
+        next_id = 1
+        with open(path, "w", buffering=1 << 22) as fh:
+            while next_id <= self.n:
+                slot = rng.randrange(8)
+                p = producers[slot]
+                k = min(rng.randint(1, 3), self.n - next_id + 1)
+                ids = list(range(next_id, next_id + k))
+                next_id += k
+                msgs = self._msgs(ids)
+                out.append(self._line(p, "invoke", "send", msgs))
+                r = rng.random()
+                if r < 0.01:  # unknown outcome; half of them did land
+                    out.append(self._line(p, "info", "send", msgs))
+                    producers[slot] = next_proc
+                    next_proc += 1
+                    if rng.random() < 0.5:
+                        backlog.extend(ids)
+                        self.planted["recovered"] += k
+                elif r < 0.015:
+                    out.append(self._line(p, "fail", "send", msgs))
+                    failed.extend(ids)
+                else:
+                    out.append(self._line(p, "ok", "send", msgs))
+                    for i in ids:
+                        if rng.random() < 0.0005:
+                            self.planted["lost"] += 1
+                            self.planted["effect-lost"] += 1
+                        else:
+                            backlog.append(i)
+                if len(backlog) >= 10 or next_id > self.n:
+                    batch, backlog = backlog[:10], backlog[10:]
+                    if failed and rng.random() < 0.001:
+                        batch.append(failed.pop())
+                        self.planted["aborted-read"] += 1
+                    if rng.random() < 0.0005:
+                        batch.append(self.n + 1 + self.planted["unexpected"])
+                        self.planted["unexpected"] += 1
+                    redelivered = [i for i in batch if rng.random() < 0.002]
+                    self.planted["duplicated"] += len(redelivered)
+                    out.append(self._line(consumer, "invoke", "receive", '{"queue":"q"}'))
+                    out.append(self._line(consumer, "ok", "receive", self._msgs(batch)))
+                    backlog.extend(redelivered)
+                    for i in batch:
+                        effects[i] = effects.get(i, 0) + 1
+                        if effects[i] == 1:
+                            present.append(i)
+                if self.index % 20_000 < 4:
+                    out.append(
+                        self._line("nemesis", "info", "start-partition", '{"grudge":{"n1":["n2"]}}')
+                    )
+                if len(out) > 10_000:
+                    fh.writelines(out)
+                    out.clear()
+            # Unread unknowns stay unread; the drain finds everything present.
+            for start in range(0, len(present), 1000):
+                chunk = present[start : start + 1000]
+                out.append(self._line(consumer, "invoke", "drain", '{"queue":"q"}'))
+                out.append(self._line(consumer, "ok", "drain", self._msgs(chunk)))
+                if len(out) > 10_000:
+                    fh.writelines(out)
+                    out.clear()
+            items = list(effects.items())
+            for start in range(0, len(items), 1000):
+                chunk = ",".join(
+                    f'{{"id":{i},"count":{n}}}' for i, n in items[start : start + 1000]
+                )
+                out.append(self._line(consumer, "ok", "effects", '{"effects":[' + chunk + "]}"))
+            fh.writelines(out)
+        return self.planted
+
+
+def ensure_history(size: int, root: Path) -> Path:
+    path = root / f"history-{size}-v{GENERATOR_VERSION}.jsonl"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        t = time.monotonic()
+        planted = HistoryGenerator(size).write(tmp)
+        tmp.replace(path)
+        path.with_suffix(".planted.json").write_text(json.dumps(planted))
+        print(f"generated {path} ({path.stat().st_size >> 20} MiB) in {time.monotonic() - t:.0f} s")
+    return path
+
+
+def run_one(kind: str, path: Path) -> dict:
+    """Runs inside the measured child process."""
+    if kind == "spark":
+        from checkers.delivery import DeliveryChecker
+        from checkers.load import load_history
+        from checkers.spark import spark_session
+
+        spark = spark_session(input_bytes=path.stat().st_size)
+        result = DeliveryChecker().check(load_history(spark, path), {})
+        spark.stop()
+    else:
+        from checkers.inmemory import InMemoryChecker
+
+        result = InMemoryChecker().check_path(path)
+    return result.counts
+
+
+def measure(kind: str, path: Path) -> dict:
+    """Wall time and peak RSS of the child's whole process tree."""
+    cmd = [sys.executable, "-m", "checkers.bench", "--one", kind, str(path)]
+    t0 = time.monotonic()
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        proc = psutil.Process(child.pid)
+        while not done.is_set():
+            try:
+                tree = [proc, *proc.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            except psutil.Error:
+                pass
+            done.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, _ = child.communicate()
+    done.set()
+    sampler.join()
+    wall = time.monotonic() - t0
+    if child.returncode != 0:
+        return {"wall": wall, "peak": peak, "error": f"exit {child.returncode}"}
+    return {"wall": wall, "peak": peak, "counts": json.loads(out.strip().splitlines()[-1])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m checkers.bench", description=__doc__)
+    ap.add_argument("--sizes", default="100k,1m,10m", help="message counts, e.g. 100k,1m,10m")
+    ap.add_argument("--dir", default=".state/bench", help="where generated histories are cached")
+    ap.add_argument("--checkers", default="spark,inmemory")
+    ap.add_argument("--one", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_one(args.one[0], Path(args.one[1]))))
+        return 0
+
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    kinds = args.checkers.split(",")
+    console = Console()
+    table = Table(title=f"checker benchmark ({os.cpu_count()} cores)")
+    for col in (
+        "messages",
+        "history",
+        *(f"{k} wall" for k in kinds),
+        *(f"{k} peak" for k in kinds),
+    ):
+        table.add_column(col, justify="right")
+    table.add_column("baseline / spark", justify="right")
+    status = 0
+    for size in (parse_size(s) for s in args.sizes.split(",")):
+        path = ensure_history(size, root)
+        runs = {k: measure(k, path) for k in kinds}
+        for k, r in runs.items():
+            console.print(
+                f"{size:>12,} {k:>9}: {r['wall']:.1f} s, peak {r['peak'] / 2**30:.2f} GiB"
+            )
+        counts = [r.get("counts") for r in runs.values()]
+        if any(c is None for c in counts) or any(c != counts[0] for c in counts):
+            console.print(f"[red]checkers disagree or failed at {size}:[/] {runs}")
+            status = 1
+        ratio = ""
+        if {"spark", "inmemory"} <= runs.keys():
+            ratio = f"{runs['inmemory']['wall'] / runs['spark']['wall']:.2f}x"
+        table.add_row(
+            f"{size:,}",
+            f"{path.stat().st_size / 2**20:,.0f} MiB",
+            *(f"{runs[k]['wall']:.1f} s" for k in kinds),
+            *(f"{runs[k]['peak'] / 2**30:.2f} GiB" for k in kinds),
+            ratio,
+        )
+        planted = json.loads(path.with_suffix(".planted.json").read_text())
+        console.print(f"planted {planted}; found {counts[0]}")
+    console.print(table)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Reaching a node: run a command, put and get files, over SSH (paramiko).
+
+One code path for every node, local namespace nodes and vendor machines
+alike. Every call has a deadline; a dropped connection is re-opened once
+before the call gives up, and every failure names the node.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+
+class RemoteError(RuntimeError):
+    """A node could not be reached or a command failed; names the node."""
+
+
+@dataclass
+class Result:
+    node: str
+    cmd: str
+    exit: int
+    out: str
+    err: str
+
+    def check(self) -> Result:
+        if self.exit != 0:
+            detail = (self.err or self.out).strip()[-600:]
+            raise RemoteError(f"{self.node}: `{self.cmd}` exited {self.exit}: {detail}")
+        return self
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """How to reach one node: the cluster file's row."""
+
+    name: str
+    host: str
+    port: int = 22
+    user: str = "root"
+    key: str | None = None
+
+
+class Remote:
+    def __init__(self, spec: NodeSpec, connect_timeout: float = 10.0, keepalive: int = 5):
+        self.spec = spec
+        self.name = spec.name
+        self.connect_timeout = connect_timeout
+        self.keepalive = keepalive
+        self._client: paramiko.SSHClient | None = None
+        self._lock = threading.Lock()
+
+    # -- connection -------------------------------------------------------
+    def _connect(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        # Nodes are the ones the user listed (or we made): accept their keys.
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        try:
+            client.connect(
+                self.spec.host,
+                port=self.spec.port,
+                username=self.spec.user,
+                key_filename=self.spec.key,
+                timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout,
+                auth_timeout=self.connect_timeout,
+                allow_agent=False,
+                look_for_keys=self.spec.key is None,
+            )
+        except (OSError, paramiko.SSHException) as e:
+            raise RemoteError(
+                f"{self.name}: cannot reach {self.spec.user}@{self.spec.host}:{self.spec.port} "
+                f"over SSH ({type(e).__name__}: {e})"
+            ) from None
+        transport = client.get_transport()
+        assert transport is not None
+        transport.set_keepalive(self.keepalive)
+        return client
+
+    def client(self) -> paramiko.SSHClient:
+        with self._lock:
+            t = self._client.get_transport() if self._client else None
+            if t is None or not t.is_active():
+                if self._client:
+                    self._client.close()
+                self._client = self._connect()
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client:
+                self._client.close()
+                self._client = None
+
+    # -- commands ---------------------------------------------------------
+    def run(self, cmd: str, check: bool = True, timeout: float = 60.0, env: dict | None = None) -> Result:
+        """Runs `cmd` under sh on the node; raises RemoteError past `timeout`."""
+        if env:
+            cmd = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + " " + cmd
+        for attempt in (1, 2):
+            try:
+                result = self._run_once(cmd, timeout)
+                break
+            except (paramiko.SSHException, EOFError, ConnectionError) as e:
+                self.close()
+                if attempt == 2:
+                    raise RemoteError(f"{self.name}: connection lost running `{cmd}`: {e}") from None
+        return result.check() if check else result
+
+    def _run_once(self, cmd: str, timeout: float) -> Result:
+        transport = self.client().get_transport()
+        assert transport is not None
+        chan = transport.open_session(timeout=self.connect_timeout)
+        chan.settimeout(timeout)
+        chan.exec_command(cmd)
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                if chan.recv_ready():
+                    out += chan.recv(65536)
+                elif chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                elif chan.exit_status_ready():
+                    # drain what is left
+                    while chan.recv_ready():
+                        out += chan.recv(65536)
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(65536)
+                    break
+                elif time.monotonic() > deadline:
+                    raise RemoteError(f"{self.name}: `{cmd}` did not finish within {timeout:.0f} s")
+                else:
+                    time.sleep(0.005)
+            code = chan.recv_exit_status()
+        except socket.timeout:
+            raise RemoteError(f"{self.name}: `{cmd}` did not finish within {timeout:.0f} s") from None
+        finally:
+            chan.close()
+        return Result(self.name, cmd, code, out.decode(errors="replace"), err.decode(errors="replace"))
+
+    # -- files ------------------------------------------------------------
+    def put(self, local: str | Path, remote: str) -> None:
+        try:
+            with self.client().open_sftp() as sftp:
+                sftp.put(str(local), remote)
+        except (OSError, paramiko.SSHException) as e:
+            raise RemoteError(f"{self.name}: cannot put {local} to {remote}: {e}") from None
+
+    def write(self, remote: str, text: str, mode: int = 0o644) -> None:
+        try:
+            with self.client().open_sftp() as sftp:
+                with sftp.open(remote, "w") as fh:
+                    fh.write(text)
+                sftp.chmod(remote, mode)
+        except (OSError, paramiko.SSHException) as e:
+            raise RemoteError(f"{self.name}: cannot write {remote}: {e}") from None
+
+    def get(self, remote: str, local: str | Path) -> None:
+        try:
+            with self.client().open_sftp() as sftp:
+                sftp.get(remote, str(local))
+        except (OSError, paramiko.SSHException) as e:
+            raise RemoteError(f"{self.name}: cannot get {remote}: {e}") from None
+
+    def __repr__(self) -> str:
+        return f"Remote({self.name}@{self.spec.host}:{self.spec.port})"
