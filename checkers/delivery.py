@@ -70,15 +70,16 @@ PROPERTY_RULES = {
 
 
 def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
-    """Groups events by message id and classifies each id by the spec.
-
-    Only counters are aggregated here (they are all the verdict needs); the
-    history indexes behind an example are fetched later, for those few ids.
-    """
+    """Groups events by message id and classifies each id by the spec."""
     role = F.col("role")
 
     def n_of(*roles: int) -> Column:
         return F.sum(F.when(role.isin(*roles), F.col("n")).otherwise(0))
+
+    role, idx = F.col("role"), F.col("idx")
+
+    def first(*roles: int) -> Column:
+        return F.min(F.when(role.isin(*roles), idx))
 
     g = ev.groupBy("id").agg(
         n_of(ATTEMPT, OPEN_ATTEMPT).alias("attempts"),
@@ -88,6 +89,14 @@ def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
         n_of(DELIVER).alias("deliveries"),
         n_of(DRAIN).alias("drains"),
         n_of(EFFECT).alias("effect_count"),
+        # The history indexes an example cites.
+        first(ATTEMPT, OPEN_ATTEMPT).alias("attempt_idx"),
+        first(ACK).alias("ack_idx"),
+        first(FAIL).alias("fail_idx"),
+        first(DELIVER).alias("deliver_idx"),
+        F.max(F.when(role == DELIVER, idx)).alias("deliver_last_idx"),
+        first(DELIVER, DRAIN).alias("seen_idx"),
+        first(EFFECT).alias("effect_idx"),
     )
     c = F.col
     acknowledged = c("acks") > 0
@@ -112,31 +121,7 @@ def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
         "effect-unexpected": ~attempted & (c("effect_count") > 0),
         "effect-aborted": failed & (c("effect_count") > 0),
     }
-    return g.select("id", "deliveries", "effect_count", *(f.alias(n) for n, f in flags.items()))
-
-
-def example_indexes(ev: DataFrame, ids: list[int]) -> dict[int, dict[str, int | None]]:
-    """The history indexes an example cites, for a handful of ids."""
-    role, idx = F.col("role"), F.col("idx")
-
-    def first(*roles: int) -> Column:
-        return F.min(F.when(role.isin(*roles), idx))
-
-    rows = (
-        ev.filter(F.col("id").isin(ids))
-        .groupBy("id")
-        .agg(
-            first(ATTEMPT, OPEN_ATTEMPT).alias("attempt_idx"),
-            first(ACK).alias("ack_idx"),
-            first(FAIL).alias("fail_idx"),
-            first(DELIVER).alias("deliver_idx"),
-            F.max(F.when(role == DELIVER, idx)).alias("deliver_last_idx"),
-            first(DELIVER, DRAIN).alias("seen_idx"),
-            first(EFFECT).alias("effect_idx"),
-        )
-        .collect()
-    )
-    return {r["id"]: r.asDict() for r in rows}
+    return g.select("*", *(f.alias(n) for n, f in flags.items()))
 
 
 def _example(row: dict[str, Any], cols: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -196,30 +181,19 @@ def counts_and_examples(
     rank = F.row_number().over(Window.partitionBy("name").orderBy("id"))
     rows = (
         observed.filter(F.greatest(*(F.col(f"`{n}`") for n in ANOMALIES)))
-        .select(
-            "id",
-            "deliveries",
-            "effect_count",
-            F.explode(F.filter(names, lambda n: n.isNotNull())).alias("name"),
-        )
+        .select("*", F.explode(F.filter(names, lambda n: n.isNotNull())).alias("name"))
         .select("*", rank.alias("rank"))
         .filter(F.col("rank") <= EXAMPLES)
         .orderBy("name", "rank")
         .collect()
     )
     counts = {n: int(obs.get.get(n) or 0) for n in COUNTS}
-    cited = example_indexes(ev, sorted({r["id"] for r in rows})) if rows else {}
     anomalies: dict[str, dict[str, Any]] = {
         name: {"count": counts[name], "examples": []} for name in ANOMALIES if counts[name] > 0
     }
     for r in rows:
         cols, what = ANOMALIES[r["name"]]
-        detail = {
-            **cited[r["id"]],
-            "deliveries": r["deliveries"],
-            "effect_count": r["effect_count"],
-        }
-        anomalies[r["name"]]["examples"].append(_example(detail, cols, what))
+        anomalies[r["name"]]["examples"].append(_example(r.asDict(), cols, what))
     return counts, anomalies
 
 

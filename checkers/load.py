@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -30,11 +29,9 @@ from harness.history import (
 
 from .schema import CORRUPT, OP
 
-# What a row of the flat frame is. MARKER: the op itself (one per line, for
-# validation and pairing); the rest: one message occurrence in that op.
-# ATTEMPT rows of invokes that never completed become OPEN_ATTEMPT once the
-# pairing pass has found them.
-MARKER, ATTEMPT, ACK, FAIL, INFO, OPEN_ATTEMPT, DELIVER, DRAIN, EFFECT = range(-1, 8)
+# The capacity in which an op mentions a message. ATTEMPTs of invokes that
+# never completed become OPEN_ATTEMPT once the pairing pass has found them.
+ATTEMPT, ACK, FAIL, INFO, OPEN_ATTEMPT, DELIVER, DRAIN, EFFECT = range(8)
 
 
 @dataclass
@@ -55,27 +52,30 @@ class HistoryFacts:
 
 @dataclass
 class LoadedHistory:
-    """`flat`: one MARKER row per op plus one row per message occurrence,
-    columns index, proc, type, f, bad, is_client, id, role, n; cached, so the
-    JSON is parsed once however many checkers read it."""
+    """`ops`: the validated history, one row per line (lazy: each job re-reads
+    the file, which on 2 cores is cheaper than caching it)."""
 
     spark: SparkSession
     path: str
-    flat: DataFrame
+    ops: DataFrame
     facts: HistoryFacts
 
-    @property
-    def ops(self) -> DataFrame:
-        return self.flat.filter(F.col("role") == MARKER)
-
     def message_events(self) -> DataFrame:
-        """(id, role, idx, n) for every message occurrence, open invokes marked."""
-        role = F.col("role")
+        """(id, role, idx, n): one row per message occurrence."""
+        role = F.col("e.role")
         if self.facts.open_invokes:
             is_open = F.col("index").isin(self.facts.open_invokes)
             role = F.when((role == ATTEMPT) & is_open, OPEN_ATTEMPT).otherwise(role)
-        return self.flat.filter(F.col("role") != MARKER).select(
-            "id", role.alias("role"), F.col("index").alias("idx"), "n"
+        wanted = (
+            F.col("is_client")
+            & ~F.col("bad")
+            & F.col("f").isin("send", "receive", "drain", "txn", "effects")
+        )
+        return (
+            self.ops.filter(wanted)
+            .select("index", F.explode(occurrences()).alias("e"))
+            .select("e.id", role.alias("role"), F.col("index").alias("idx"), "e.n")
+            .filter(F.col("role").isNotNull())
         )
 
 
@@ -131,16 +131,6 @@ def _txn_ids(v: Column) -> Column:
     return F.flatten(F.transform(v["mops"], lambda m: F.coalesce(m["msgs"]["id"], _empty())))
 
 
-def _txn_kinds(v: Column) -> Column:
-    """The mop `f` of every id in `_txn_ids`, position by position."""
-    return F.flatten(
-        F.transform(
-            v["mops"],
-            lambda m: F.array_repeat(m["f"], F.size(F.coalesce(m["msgs"]["id"], _empty()))),
-        )
-    )
-
-
 def _value_ok() -> Column:
     """The value checks of harness.history.validate_op, in Spark columns."""
     f, typ, v = F.col("f"), F.col("type"), F.col("value")
@@ -188,55 +178,43 @@ def annotate(raw: DataFrame) -> DataFrame:
     )
 
 
-def _after_marker(arr: Column) -> Column:
-    """A null in front: position 0 of every exploded op is its MARKER."""
-    return F.concat(F.array(F.lit(None)), arr)  # array<void> widens to arr's type
-
-
-def flatten_ops(ops: DataFrame) -> DataFrame:
-    """One MARKER row per op, then one row per message id it mentions, with
-    the capacity it mentions it in (role) and its weight (n: 1, or an effect
-    count)."""
-    f, typ, v = F.col("f"), F.col("type"), F.col("value")
-    good = F.col("is_client") & ~F.col("bad")
-    ids = (
-        F.when(~good, _empty())
-        .when((f == "send") | (f.isin("receive", "drain") & (typ == "ok")), v["msgs"]["id"])
-        .when((f == "effects") & (typ == "ok"), v["effects"]["id"])
-        .when(f == "txn", _txn_ids(v))
-    )
-    keep = ["index", "proc", "type", "f", "bad", "is_client"]
-    exploded = ops.select(
-        *keep,
-        # Shifted by one, like the ids below, so position pos holds its value.
-        F.when(good & (f == "effects"), _after_marker(v["effects"]["count"])).alias("counts"),
-        F.when(good & (f == "txn"), _after_marker(_txn_kinds(v))).alias("kinds"),
-        F.posexplode(_after_marker(F.coalesce(ids, _empty()))).alias(
-            "pos", "id"
+def _occurrences(msgs: Column, role: Column) -> Column:
+    return F.transform(
+        F.coalesce(msgs, F.array()),
+        lambda m: F.struct(
+            m["id"].alias("id"), role.alias("role"), F.lit(1).cast("long").alias("n")
         ),
     )
+
+
+def occurrences() -> Column:
+    """Every message id an op mentions, with the capacity it mentions it in
+    (role) and its weight (n: 1, or an effect count). Roles that do not apply
+    (a receive mop of an aborted txn) are null."""
+    f, typ, v = F.col("f"), F.col("type"), F.col("value")
     send_role = (
         F.when(typ == "invoke", ATTEMPT)
         .when(typ == "ok", ACK)
         .when(typ == "fail", FAIL)
         .when(typ == "info", INFO)
     )
-    pos = F.col("pos")
-    kind = F.try_element_at("kinds", pos + 1)
-    role = (
-        F.when(pos == 0, MARKER)
-        .when(f == "send", send_role)
-        .when(f == "receive", DELIVER)
-        .when(f == "drain", DRAIN)
-        .when(f == "effects", EFFECT)
-        .when(kind == "send", send_role)
-        .when((kind == "receive") & (typ == "ok"), DELIVER)
+
+    def mop_occurrences(mop: Column) -> Column:
+        role = F.when(mop["f"] == "send", send_role).when(
+            (mop["f"] == "receive") & (typ == "ok"), DELIVER
+        )
+        return _occurrences(mop["msgs"], role)
+
+    effects = F.transform(
+        F.coalesce(v["effects"], F.array()),
+        lambda e: F.struct(e["id"].alias("id"), F.lit(EFFECT).alias("role"), e["count"].alias("n")),
     )
-    n = F.when(f == "effects", F.try_element_at("counts", pos + 1)).otherwise(
-        F.lit(1).cast("long")
-    )
-    return exploded.select(*keep, "id", role.alias("role"), n.alias("n")).filter(
-        F.col("role").isNotNull()
+    return (
+        F.when(f == "send", _occurrences(v["msgs"], send_role))
+        .when((f == "receive") & (typ == "ok"), _occurrences(v["msgs"], F.lit(DELIVER)))
+        .when((f == "drain") & (typ == "ok"), _occurrences(v["msgs"], F.lit(DRAIN)))
+        .when(f == "txn", F.flatten(F.transform(F.coalesce(v["mops"], F.array()), mop_occurrences)))
+        .when((f == "effects") & (typ == "ok"), effects)
     )
 
 
@@ -317,15 +295,13 @@ def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
         .option("columnNameOfCorruptRecord", CORRUPT)
         .json(str(p))
     )
-    # Parsing JSON is most of the cost: parse once into flat rows of plain
-    # columns (they cache small), and let Spark spill what does not fit.
-    flat = flatten_ops(annotate(raw)).persist(StorageLevel.MEMORY_AND_DISK)
-    facts = _facts_and_problems(flat.filter(F.col("role") == MARKER))
+    ops = annotate(raw)
+    facts = _facts_and_problems(ops)
     n, bad = facts["n"], facts["bad"]
     tail_only = truncated and bad == 1 and facts["bad_without_index"] == 1
     if tail_only:
         n, bad = n - 1, 0
-        flat = flat.filter(~F.col("bad"))
+        ops = ops.filter(~F.col("bad"))
     indexes_ok = n == 0 or (
         facts["min_index"] == 0
         and facts["max_index"] == n - 1
@@ -333,7 +309,6 @@ def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
         and facts["sum_sq_index"] == (n - 1) * n * (2 * n - 1) // 6
     )
     if bad or facts["pairing_bad"] or not indexes_ok:
-        flat.unpersist()
         problem = _first_problem(p)
         if problem is None:
             # The exact pass accepts what the fast pass flagged: still refuse,
@@ -345,7 +320,7 @@ def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
     return LoadedHistory(
         spark=spark,
         path=str(p),
-        flat=flat,
+        ops=ops,
         facts=HistoryFacts(
             ops=n,
             truncated_line=n + 1 if tail_only else None,

@@ -18,6 +18,7 @@ DEFAULT_MASTER = "local[*]"
 # driver heap, so nothing may be collected to the driver.
 DEFAULT_DRIVER_MEMORY = "4g"
 LOG4J = Path(__file__).with_name("log4j2.properties")
+JAVA_LOG = f"-Dlog4j2.configurationFile=file:{LOG4J}"
 
 
 def under_spark_submit() -> bool:
@@ -52,8 +53,8 @@ def spark_session(
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         # Parallel GC: G1's concurrent threads compete with the job on 2 cores.
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J} -XX:+UseParallelGC",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+        "spark.driver.extraJavaOptions": f"{JAVA_LOG} -XX:+UseParallelGC",
+        "spark.executor.extraJavaOptions": JAVA_LOG,
     }
     settings.update(conf or {})
     for key, value in settings.items():

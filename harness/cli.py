@@ -66,6 +66,49 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if code in (0, 1) else code
 
 
+def _local_cluster(args: argparse.Namespace):
+    from harness.localcluster import LocalCluster
+
+    return LocalCluster(
+        nodes=args.nodes,
+        subnet=args.subnet,
+        bridge=args.bridge,
+        prefix=args.prefix,
+        state=Path(args.state) / "cluster",
+    )
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """up | down | status of the local namespace cluster."""
+    from harness.remote import Remote
+
+    cluster = _local_cluster(args)
+    out = Console()
+    if args.action == "up":
+        for spec in cluster.up():
+            r = Remote(spec).run("hostname; id -un", timeout=10)
+            out.print(f"{spec.name}: {spec.host} ssh ok ({' '.join(r.out.split())})")
+        out.print(f"key: {cluster.key}")
+        return 0
+    if args.action == "down":
+        problems = cluster.down()
+        for p in problems:
+            err.print(f"[red]error:[/] {p}")
+        out.print("cluster removed" if not problems else "cluster partly removed")
+        return 2 if problems else 0
+    for node, state in cluster.status().items():
+        out.print(f"{node}: {state}")
+    return 0
+
+
+def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", type=int, default=3, help="node count (default 3)")
+    p.add_argument("--subnet", default="10.77.0.0/24", help="the nodes' private subnet")
+    p.add_argument("--bridge", default="qcbr0", help="host bridge name")
+    p.add_argument("--prefix", default="qc-", help="namespace name prefix")
+    p.add_argument("--state", default=".state", help="state directory (keys, pidfiles)")
+
+
 def _add_spark_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spark-master", help="Spark master URL (default: local[*])")
     p.add_argument("--driver-memory", default="4g", help="Spark driver heap (default: 4g)")
@@ -93,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_options(p)
     p.set_defaults(func=cmd_check)
 
+    p = sub.add_parser("cluster", help="the local namespace cluster: up, down, status")
+    p.add_argument("action", choices=["up", "down", "status"])
+    _add_cluster_options(p)
+    p.set_defaults(func=cmd_cluster)
+
     p = sub.add_parser("demo", help="the main job on the embedded default")
     p.add_argument("--store", default="store")
     _add_spark_options(p)
@@ -102,13 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from checkers.job import UsageError
+    from harness.localcluster import ClusterError
+    from harness.remote import RemoteError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except HistoryError as e:
         err.print(f"[red]error:[/] history {getattr(args, 'path', '')}: {e}")
-    except (UsageError, FileNotFoundError) as e:
+    except (UsageError, FileNotFoundError, ClusterError, RemoteError) as e:
         err.print(f"[red]error:[/] {e}")
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]")

@@ -8,7 +8,6 @@ before the call gives up, and every failure names the node.
 from __future__ import annotations
 
 import shlex
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -99,7 +98,9 @@ class Remote:
                 self._client = None
 
     # -- commands ---------------------------------------------------------
-    def run(self, cmd: str, check: bool = True, timeout: float = 60.0, env: dict | None = None) -> Result:
+    def run(
+        self, cmd: str, check: bool = True, timeout: float = 60.0, env: dict | None = None
+    ) -> Result:
         """Runs `cmd` under sh on the node; raises RemoteError past `timeout`."""
         if env:
             cmd = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + " " + cmd
@@ -110,7 +111,9 @@ class Remote:
             except (paramiko.SSHException, EOFError, ConnectionError) as e:
                 self.close()
                 if attempt == 2:
-                    raise RemoteError(f"{self.name}: connection lost running `{cmd}`: {e}") from None
+                    raise RemoteError(
+                        f"{self.name}: connection lost running `{cmd}`: {e}"
+                    ) from None
         return result.check() if check else result
 
     def _run_once(self, cmd: str, timeout: float) -> Result:
@@ -139,11 +142,15 @@ class Remote:
                 else:
                     time.sleep(0.005)
             code = chan.recv_exit_status()
-        except socket.timeout:
-            raise RemoteError(f"{self.name}: `{cmd}` did not finish within {timeout:.0f} s") from None
+        except TimeoutError:
+            raise RemoteError(
+                f"{self.name}: `{cmd}` did not finish within {timeout:.0f} s"
+            ) from None
         finally:
             chan.close()
-        return Result(self.name, cmd, code, out.decode(errors="replace"), err.decode(errors="replace"))
+        return Result(
+            self.name, cmd, code, out.decode(errors="replace"), err.decode(errors="replace")
+        )
 
     # -- files ------------------------------------------------------------
     def put(self, local: str | Path, remote: str) -> None:

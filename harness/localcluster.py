@@ -1,0 +1,278 @@
+"""The embedded default cluster: N network namespaces on a bridge, each
+running its own sshd, reached over SSH like any vendor machine.
+
+Everything it makes is named from one prefix (namespaces `qc-n1..`, host-side
+veths `qc-n1-h`, the bridge), tracked under the state directory (keys, sshd
+configs, pidfiles), and removed by `down`. `up` is idempotent: a node left
+half-made by a killed run is detected and rebuilt.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .remote import NodeSpec
+
+DEFAULT_STATE = Path(os.environ.get("QUEUECHECK_STATE", ".state"))
+
+
+class ClusterError(RuntimeError):
+    """Setting up or reaching the local cluster failed; names the node and step."""
+
+
+def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"`{' '.join(args)}` did not finish within {timeout:.0f} s") from None
+    if check and p.returncode != 0:
+        raise ClusterError(f"`{' '.join(args)}` exited {p.returncode}: {p.stderr.strip()}")
+    return p
+
+
+def pid_alive(pidfile: Path) -> int | None:
+    """The pid in `pidfile` if that process runs (a zombie does not)."""
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X") else pid
+
+
+def wait_for_port(host: str, port: int, what: str, timeout: float = 20) -> None:
+    """Readiness by connecting, never by sleeping a fixed time."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1) as s:
+                if s.recv(4).startswith(b"SSH"):
+                    return
+        except OSError as e:
+            last = e
+        time.sleep(0.05)
+    raise ClusterError(f"{what}: nothing answered on {host}:{port} within {timeout:.0f} s ({last})")
+
+
+@dataclass
+class LocalCluster:
+    nodes: int = 3
+    subnet: str = "10.77.0.0/24"
+    bridge: str = "qcbr0"
+    prefix: str = "qc-"
+    state: Path = field(default_factory=lambda: DEFAULT_STATE / "cluster")
+
+    def __post_init__(self) -> None:
+        net = ipaddress.ip_network(self.subnet)
+        if net.num_addresses < self.nodes + 12:
+            raise ClusterError(f"--subnet {self.subnet} is too small for {self.nodes} nodes")
+        self._net = net
+        self.state = Path(self.state).resolve()
+
+    # -- names ------------------------------------------------------------
+    def names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def ns(self, node: str) -> str:
+        return f"{self.prefix}{node}"
+
+    def address(self, node: str) -> str:
+        return str(self._net.network_address + 10 + int(node[1:]))
+
+    @property
+    def gateway(self) -> str:
+        return str(self._net.network_address + 1)
+
+    def node_dir(self, node: str) -> Path:
+        return self.state / "nodes" / node
+
+    @property
+    def key(self) -> Path:
+        return self.state / "id_ed25519"
+
+    def specs(self) -> list[NodeSpec]:
+        return [NodeSpec(n, self.address(n), 22, "root", str(self.key)) for n in self.names()]
+
+    # -- lifecycle --------------------------------------------------------
+    def up(self) -> list[NodeSpec]:
+        self.state.mkdir(parents=True, exist_ok=True)
+        self._client_key()
+        self._bridge()
+        for node in self.names():
+            if not self._node_healthy(node):
+                self._remove_node(node)
+                self._make_node(node)
+        for node in self.names():
+            wait_for_port(self.address(node), 22, f"{node}: sshd")
+        return self.specs()
+
+    def down(self) -> list[str]:
+        """Removes every node and the bridge; keeps going past failures."""
+        problems = []
+        for node in self._existing_nodes():
+            try:
+                self._remove_node(node)
+            except ClusterError as e:
+                problems.append(f"{node}: {e}")
+        if Path(f"/sys/class/net/{self.bridge}").exists():
+            p = sh("ip", "link", "del", self.bridge, check=False)
+            if p.returncode:
+                problems.append(f"bridge {self.bridge}: {p.stderr.strip()}")
+        return problems
+
+    def status(self) -> dict[str, str]:
+        out = {}
+        for node in self.names():
+            if not self._ns_exists(node):
+                out[node] = "absent"
+            elif not pid_alive(self.node_dir(node) / "sshd.pid"):
+                out[node] = "sshd down"
+            else:
+                out[node] = f"up {self.address(node)}"
+        return out
+
+    # -- pieces -----------------------------------------------------------
+    def _client_key(self) -> None:
+        if not self.key.exists():
+            sh(
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "queuecheck",
+                "-f",
+                str(self.key),
+            )
+        (self.state / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
+
+    def _bridge(self) -> None:
+        if not Path(f"/sys/class/net/{self.bridge}").exists():
+            sh("ip", "link", "add", self.bridge, "type", "bridge")
+        cidr = f"{self.gateway}/{self._net.prefixlen}"
+        if cidr not in sh("ip", "-o", "addr", "show", "dev", self.bridge).stdout:
+            sh("ip", "addr", "add", cidr, "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+
+    def _ns_exists(self, node: str) -> bool:
+        return Path(f"/run/netns/{self.ns(node)}").exists()
+
+    def _existing_nodes(self) -> list[str]:
+        found = set(self.names())
+        run = Path("/run/netns")
+        if run.is_dir():
+            found |= {
+                p.name[len(self.prefix) :] for p in run.iterdir() if p.name.startswith(self.prefix)
+            }
+        return sorted(
+            n for n in found if self._ns_exists(n) or (self.node_dir(n) / "sshd.pid").exists()
+        )
+
+    def _node_healthy(self, node: str) -> bool:
+        if not self._ns_exists(node) or not pid_alive(self.node_dir(node) / "sshd.pid"):
+            return False
+        try:
+            wait_for_port(self.address(node), 22, node, timeout=2)
+            return True
+        except ClusterError:
+            return False
+
+    def _hosts(self) -> str:
+        lines = ["127.0.0.1 localhost"] + [f"{self.address(n)} {n}" for n in self.names()]
+        return "\n".join(lines) + "\n"
+
+    def _make_node(self, node: str) -> None:
+        ns, d = self.ns(node), self.node_dir(node)
+        host_if, node_if = f"{ns}-h", f"{ns}-c"
+        d.mkdir(parents=True, exist_ok=True)
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if)
+        sh("ip", "link", "set", host_if, "master", self.bridge, "up")
+        sh("ip", "link", "set", node_if, "netns", ns)
+        inside = ("ip", "netns", "exec", ns)
+        sh(*inside, "ip", "link", "set", node_if, "name", "eth0")
+        sh(
+            *inside,
+            "ip",
+            "addr",
+            "add",
+            f"{self.address(node)}/{self._net.prefixlen}",
+            "dev",
+            "eth0",
+        )
+        sh(*inside, "ip", "link", "set", "eth0", "up")
+        sh(*inside, "ip", "link", "set", "lo", "up")
+        sh(*inside, "ip", "route", "add", "default", "via", self.gateway)
+        # `ip netns exec` bind-mounts /etc/netns/<ns>/* over /etc: node names
+        # resolve inside every node.
+        etc = Path("/etc/netns") / ns
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "hosts").write_text(self._hosts())
+        (etc / "hostname").write_text(node + "\n")
+        # Names come from the hosts file only: a DNS lookup would leave the
+        # machine (and hang until it times out).
+        nsswitch = Path("/etc/nsswitch.conf")
+        base = nsswitch.read_text() if nsswitch.exists() else ""
+        lines = [ln for ln in base.splitlines() if not ln.startswith("hosts:")]
+        (etc / "nsswitch.conf").write_text("\n".join([*lines, "hosts: files"]) + "\n")
+        (etc / "resolv.conf").write_text("# queuecheck node: no DNS\n")
+        hostkey = d / "ssh_host_ed25519_key"
+        if not hostkey.exists():
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hostkey))
+        config = d / "sshd_config"
+        config.write_text(
+            "\n".join(
+                [
+                    f"ListenAddress {self.address(node)}",
+                    "Port 22",
+                    f"HostKey {hostkey}",
+                    f"PidFile {d / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {self.state / 'authorized_keys'}",
+                    "PermitRootLogin prohibit-password",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "MaxSessions 100",
+                    "MaxStartups 100:30:200",
+                    "ClientAliveInterval 5",
+                    "Subsystem sftp internal-sftp",
+                    "",
+                ]
+            )
+        )
+        # A rebuilt node has a new MAC: forget the old one, or the host keeps
+        # sending to it until its ARP entry goes stale (~30 s).
+        sh("ip", "neigh", "flush", "to", self.address(node), "dev", self.bridge, check=False)
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation dir
+        sh(*inside, shutil.which("sshd") or "/usr/sbin/sshd", "-f", str(config))
+
+    def _remove_node(self, node: str) -> None:
+        ns, d = self.ns(node), self.node_dir(node)
+        pid = pid_alive(d / "sshd.pid")
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+        (d / "sshd.pid").unlink(missing_ok=True)
+        if self._ns_exists(node):
+            # Whatever still runs inside (a broker from a killed run) holds
+            # the namespace: stop those pids first, one by one.
+            for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+            sh("ip", "netns", "del", ns)
+        if Path(f"/sys/class/net/{ns}-h").exists():
+            sh("ip", "link", "del", f"{ns}-h", check=False)
+        shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)

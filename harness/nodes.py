@@ -1,0 +1,61 @@
+"""Where the nodes come from: the local namespace cluster (default) or a
+cluster file listing machines the user already has. After this, one code
+path: a NodeSpec per node, reached with harness.remote.Remote."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from .remote import NodeSpec
+
+
+class ClusterFileError(ValueError):
+    """A cluster file that cannot be used; names the file, node and field."""
+
+
+def load_cluster_file(path: str | Path) -> list[NodeSpec]:
+    """JSON or TOML: {"nodes": [{"name", "host", "port"?, "user"?, "key"?}, ...]}."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ClusterFileError(f"{p}: cannot read ({e.strerror})") from None
+    try:
+        doc = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise ClusterFileError(f"{p}: not valid {p.suffix.lstrip('.') or 'JSON'} ({e})") from None
+    rows = doc.get("nodes") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise ClusterFileError(f"{p}: expected a non-empty list under 'nodes'")
+    specs, seen = [], set()
+    for i, row in enumerate(rows):
+        where = f"{p}: nodes[{i}]"
+        if not isinstance(row, dict):
+            raise ClusterFileError(f"{where}: expected a table/object")
+        unknown = set(row) - {"name", "host", "port", "user", "key"}
+        if unknown:
+            raise ClusterFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        for k in ("name", "host"):
+            if not isinstance(row.get(k), str) or not row[k]:
+                raise ClusterFileError(f"{where}: field {k!r} must be a non-empty string")
+        if row["name"] in seen:
+            raise ClusterFileError(f"{where}: node name {row['name']!r} appears twice")
+        seen.add(row["name"])
+        port = row.get("port", 22)
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ClusterFileError(f"{where}: field 'port' must be an int in 1..65535")
+        key = row.get("key")
+        if key is not None and not Path(key).expanduser().is_file():
+            raise ClusterFileError(f"{where}: key file {key!r} does not exist")
+        specs.append(
+            NodeSpec(
+                name=row["name"],
+                host=row["host"],
+                port=port,
+                user=row.get("user", "root"),
+                key=str(Path(key).expanduser()) if key else None,
+            )
+        )
+    return specs
