@@ -3,7 +3,7 @@
     python -m checkers.bench [--sizes 100k,1m,10m] [--dir .state/bench]
 
 For each size it generates (once, cached) a spec-conformant history with
-planted anomalies, then runs each checker in its own process (the Spark one
+planted anomalies and its columnar sidecar, then runs each checker in its own process (the Spark one
 including JVM start) and prints wall time, peak memory of the whole process
 tree (Python + JVM), and the ratio. Both checkers must report the same
 counts, or the benchmark says so and exits 1.
@@ -24,6 +24,8 @@ from pathlib import Path
 import psutil
 from rich.console import Console
 from rich.table import Table
+
+from harness import sidecar
 
 GENERATOR_VERSION = 1
 SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
@@ -152,18 +154,23 @@ def ensure_history(size: int, root: Path) -> Path:
         tmp.replace(path)
         path.with_suffix(".planted.json").write_text(json.dumps(planted))
         print(f"generated {path} ({path.stat().st_size >> 20} MiB) in {time.monotonic() - t:.0f} s")
+    if sidecar.usable(path) is None:
+        t = time.monotonic()
+        sidecar.build(path)
+        print(f"built its columnar sidecar in {time.monotonic() - t:.0f} s")
     return path
 
 
 def run_one(kind: str, path: Path) -> dict:
     """Runs inside the measured child process."""
-    if kind == "spark":
+    if kind.startswith("spark"):
         from checkers.delivery import DeliveryChecker
         from checkers.load import load_history
         from checkers.spark import spark_session
 
         spark = spark_session(input_bytes=path.stat().st_size)
-        result = DeliveryChecker().check(load_history(spark, path), {})
+        history = load_history(spark, path, use_sidecar=kind == "spark-sidecar")
+        result = DeliveryChecker().check(history, {})
         spark.stop()
     else:
         from checkers.inmemory import InMemoryChecker
@@ -206,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m checkers.bench", description=__doc__)
     ap.add_argument("--sizes", default="100k,1m,10m", help="message counts, e.g. 100k,1m,10m")
     ap.add_argument("--dir", default=".state/bench", help="where generated histories are cached")
-    ap.add_argument("--checkers", default="spark,inmemory")
+    ap.add_argument(
+        "--checkers",
+        default="spark,spark-sidecar,inmemory",
+        help="spark (reads the JSONL), spark-sidecar (its columnar sidecar), inmemory",
+    )
     ap.add_argument("--one", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -216,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     kinds = args.checkers.split(",")
-    console = Console()
+    console = Console(width=None if Console().is_terminal else 140)
     table = Table(title=f"checker benchmark ({os.cpu_count()} cores)")
     for col in (
         "messages",
@@ -225,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         *(f"{k} peak" for k in kinds),
     ):
         table.add_column(col, justify="right")
-    table.add_column("baseline / spark", justify="right")
+    speedups = [k for k in kinds if k != "inmemory"] if "inmemory" in kinds else []
+    for k in speedups:
+        table.add_column(f"inmemory / {k}", justify="right")
     status = 0
     for size in (parse_size(s) for s in args.sizes.split(",")):
         path = ensure_history(size, root)
@@ -238,15 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         if any(c is None for c in counts) or any(c != counts[0] for c in counts):
             console.print(f"[red]checkers disagree or failed at {size}:[/] {runs}")
             status = 1
-        ratio = ""
-        if {"spark", "inmemory"} <= runs.keys():
-            ratio = f"{runs['inmemory']['wall'] / runs['spark']['wall']:.2f}x"
         table.add_row(
             f"{size:,}",
             f"{path.stat().st_size / 2**20:,.0f} MiB",
             *(f"{runs[k]['wall']:.1f} s" for k in kinds),
             *(f"{runs[k]['peak'] / 2**30:.2f} GiB" for k in kinds),
-            ratio,
+            *(f"{runs['inmemory']['wall'] / runs[k]['wall']:.2f}x" for k in speedups),
         )
         planted = json.loads(path.with_suffix(".planted.json").read_text())
         console.print(f"planted {planted}; found {counts[0]}")

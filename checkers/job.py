@@ -56,6 +56,7 @@ def check(
     master: str | None = None,
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     spark_conf: dict[str, str] | None = None,
+    use_sidecar: bool = True,
 ) -> dict[str, Any]:
     """Checks one history; claims default to the ones its test.json carries."""
     hp = history_path(path)
@@ -65,10 +66,10 @@ def check(
     if claims is None:
         claims = parse_claims(",".join(test.get("claims", []))) or []
     spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
-    history = load_history(spark, hp)
+    history = load_history(spark, hp, use_sidecar=use_sidecar)
     result = run_checkers([DeliveryChecker()], history, test)
     doc = results_document(result, claims)
-    doc.setdefault("history", {})["path"] = str(hp)
+    doc.setdefault("history", {}).update(path=str(hp), source=history.source)
     return doc
 
 

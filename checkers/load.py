@@ -17,6 +17,7 @@ import orjson
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from harness import sidecar
 from harness.history import (
     HISTORY_FILE,
     NEMESIS,
@@ -52,31 +53,56 @@ class HistoryFacts:
 
 @dataclass
 class LoadedHistory:
-    """`ops`: the validated history, one row per line (lazy: each job re-reads
-    the file, which on 2 cores is cheaper than caching it)."""
+    """`ops`: one row per op (index, proc, type, f, is_client, bad);
+    `occurrences`: one row per message an op mentions (index, id, role, n).
+    Both lazy: each job re-reads the source, which on 2 cores is cheaper than
+    caching it."""
 
     spark: SparkSession
     path: str
     ops: DataFrame
+    occurrences: DataFrame
     facts: HistoryFacts
+    source: str = "jsonl"
 
     def message_events(self) -> DataFrame:
-        """(id, role, idx, n): one row per message occurrence."""
-        role = F.col("e.role")
+        """(id, role, idx, n), invokes that never completed marked open."""
+        role = F.col("role")
         if self.facts.open_invokes:
             is_open = F.col("index").isin(self.facts.open_invokes)
             role = F.when((role == ATTEMPT) & is_open, OPEN_ATTEMPT).otherwise(role)
-        wanted = (
-            F.col("is_client")
-            & ~F.col("bad")
-            & F.col("f").isin("send", "receive", "drain", "txn", "effects")
-        )
-        return (
-            self.ops.filter(wanted)
-            .select("index", F.explode(occurrences()).alias("e"))
-            .select("e.id", role.alias("role"), F.col("index").alias("idx"), "e.n")
-            .filter(F.col("role").isNotNull())
-        )
+        return self.occurrences.select("id", role.alias("role"), F.col("index").alias("idx"), "n")
+
+
+def _jsonl_occurrences(ops: DataFrame) -> DataFrame:
+    wanted = (
+        F.col("is_client")
+        & ~F.col("bad")
+        & F.col("f").isin("send", "receive", "drain", "txn", "effects")
+    )
+    return (
+        ops.filter(wanted)
+        .select("index", F.explode(occurrences()).alias("e"))
+        .select("index", "e.id", "e.role", "e.n")
+        .filter(F.col("role").isNotNull())
+    )
+
+
+def _sidecar_frames(spark: SparkSession, files: dict[str, Path]) -> tuple[DataFrame, DataFrame]:
+    """The sidecar was validated op by op when written: nothing is `bad`."""
+    ops = spark.read.parquet(str(files["ops"])).select(
+        "index",
+        "proc",
+        "type",
+        "f",
+        (~F.col("nemesis")).alias("is_client"),
+        F.lit(False).alias("bad"),
+    )
+    msgs = spark.read.parquet(str(files["msgs"]))
+    occ = msgs.select(
+        "index", "id", role_of(F.col("f"), F.col("type"), F.col("mop")).alias("role"), "n"
+    ).filter(F.col("role").isNotNull())
+    return ops, occ
 
 
 def history_path(path: str | os.PathLike) -> Path:
@@ -178,43 +204,54 @@ def annotate(raw: DataFrame) -> DataFrame:
     )
 
 
-def _occurrences(msgs: Column, role: Column) -> Column:
-    return F.transform(
-        F.coalesce(msgs, F.array()),
-        lambda m: F.struct(
-            m["id"].alias("id"), role.alias("role"), F.lit(1).cast("long").alias("n")
-        ),
-    )
-
-
-def occurrences() -> Column:
-    """Every message id an op mentions, with the capacity it mentions it in
-    (role) and its weight (n: 1, or an effect count). Roles that do not apply
-    (a receive mop of an aborted txn) are null."""
-    f, typ, v = F.col("f"), F.col("type"), F.col("value")
+def role_of(f: Column, typ: Column, mop: Column) -> Column:
+    """The capacity in which an op (f, type; `mop`: a txn mop's f) mentions a
+    message; null where it does not count (a receive that was not ok, a
+    receive mop of an aborted txn)."""
     send_role = (
         F.when(typ == "invoke", ATTEMPT)
         .when(typ == "ok", ACK)
         .when(typ == "fail", FAIL)
         .when(typ == "info", INFO)
     )
-
-    def mop_occurrences(mop: Column) -> Column:
-        role = F.when(mop["f"] == "send", send_role).when(
-            (mop["f"] == "receive") & (typ == "ok"), DELIVER
-        )
-        return _occurrences(mop["msgs"], role)
-
-    effects = F.transform(
-        F.coalesce(v["effects"], F.array()),
-        lambda e: F.struct(e["id"].alias("id"), F.lit(EFFECT).alias("role"), e["count"].alias("n")),
-    )
+    ok = typ == "ok"
     return (
-        F.when(f == "send", _occurrences(v["msgs"], send_role))
-        .when((f == "receive") & (typ == "ok"), _occurrences(v["msgs"], F.lit(DELIVER)))
-        .when((f == "drain") & (typ == "ok"), _occurrences(v["msgs"], F.lit(DRAIN)))
-        .when(f == "txn", F.flatten(F.transform(F.coalesce(v["mops"], F.array()), mop_occurrences)))
-        .when((f == "effects") & (typ == "ok"), effects)
+        F.when(f == "send", send_role)
+        .when((f == "receive") & ok, DELIVER)
+        .when((f == "drain") & ok, DRAIN)
+        .when((f == "effects") & ok, EFFECT)
+        .when((f == "txn") & (mop == "send"), send_role)
+        .when((f == "txn") & (mop == "receive") & ok, DELIVER)
+    )
+
+
+def _with_role(items: Column, mop: Column | None = None, n: str | None = None) -> Column:
+    f, typ = F.col("f"), F.col("type")
+    return F.transform(
+        F.coalesce(items, F.array()),
+        lambda m: F.struct(
+            m["id"].alias("id"),
+            role_of(f, typ, F.lit(None) if mop is None else mop).alias("role"),
+            (m[n] if n else F.lit(1).cast("long")).alias("n"),
+        ),
+    )
+
+
+def occurrences() -> Column:
+    """Every message id a JSON op mentions: (id, role, n), n being 1 or an
+    effect count."""
+    f, v = F.col("f"), F.col("value")
+    return (
+        F.when(
+            f == "txn",
+            F.flatten(
+                F.transform(
+                    F.coalesce(v["mops"], F.array()), lambda mop: _with_role(mop["msgs"], mop["f"])
+                )
+            ),
+        )
+        .when(f == "effects", _with_role(v["effects"], n="count"))
+        .otherwise(_with_role(v["msgs"]))
     )
 
 
@@ -283,19 +320,30 @@ def _first_problem(path: Path) -> HistoryError | None:
     return None
 
 
-def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
-    """Reads and validates; raises HistoryError naming the first bad line."""
+def load_history(
+    spark: SparkSession, path: str | os.PathLike, use_sidecar: bool = True
+) -> LoadedHistory:
+    """Reads and validates; raises HistoryError naming the first bad line.
+
+    Reads the columnar sidecar instead of the JSONL when one matches it
+    (harness/sidecar.py), unless `use_sidecar` is False.
+    """
     p = history_path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no history at {p}")
-    truncated = truncated_tail(p)
-    raw = (
-        spark.read.schema(OP)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json(str(p))
-    )
-    ops = annotate(raw)
+    files = sidecar.usable(p) if use_sidecar else None
+    truncated = False
+    if files:
+        ops, occ = _sidecar_frames(spark, files)
+    else:
+        truncated = truncated_tail(p)
+        raw = (
+            spark.read.schema(OP)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .json(str(p))
+        )
+        ops = annotate(raw)
     facts = _facts_and_problems(ops)
     n, bad = facts["n"], facts["bad"]
     tail_only = truncated and bad == 1 and facts["bad_without_index"] == 1
@@ -313,14 +361,18 @@ def load_history(spark: SparkSession, path: str | os.PathLike) -> LoadedHistory:
         if problem is None:
             # The exact pass accepts what the fast pass flagged: still refuse,
             # and say which op the fast pass disliked.
-            idx = facts["first_bad_index"] or facts["first_pairing_bad"]
-            line = idx + 1 if idx is not None else None
-            problem = HistoryError(line or 0, None, "does not fit the history schema")
+            idx = facts["first_bad_index"]
+            idx = facts["first_pairing_bad"] if idx is None else idx
+            problem = HistoryError(
+                idx + 1 if idx is not None else 0, None, "does not fit the history schema"
+            )
         raise problem
     return LoadedHistory(
         spark=spark,
         path=str(p),
         ops=ops,
+        occurrences=occ if files else _jsonl_occurrences(ops),
+        source="sidecar" if files else "jsonl",
         facts=HistoryFacts(
             ops=n,
             truncated_line=n + 1 if tail_only else None,

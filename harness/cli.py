@@ -39,12 +39,25 @@ def cmd_check(args: argparse.Namespace) -> int:
         master=args.spark_master,
         driver_memory=args.driver_memory,
         spark_conf=_spark_conf(args.spark_conf),
+        use_sidecar=not args.no_sidecar,
     )
     out = Path(args.out) if args.out else history_path(args.path).parent / RESULTS_FILE
     write_results(doc, out)
     print_verdict(doc)
     Console().print(f"results: {out}")
     return EXIT[doc["valid"]]
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from checkers.load import history_path
+    from harness import sidecar
+
+    hp = history_path(args.path)
+    if not hp.is_file():
+        raise FileNotFoundError(f"no history at {hp}")
+    files = sidecar.build(hp)
+    Console().print(f"sidecar: {files['ops']}, {files['msgs']}")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -59,7 +72,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         run, {"name": "demo-spec-example", "claims": ["at-least-once", "exactly-once-effect"]}
     )
     Console().print(f"checking the spec's example history in {run}")
-    args.path, args.claims, args.out = str(run), None, None
+    args.path, args.claims, args.out, args.no_sidecar = str(run), None, None, False
     code = cmd_check(args)
     # The example is invalid by design (a lost and a duplicated message): the
     # demo succeeded if it judged, whatever the verdict.
@@ -133,8 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--claims", help="comma-separated properties to claim (default: the run's test.json)"
     )
     p.add_argument("--out", help="where to write results.json (default: next to the history)")
+    p.add_argument(
+        "--no-sidecar",
+        action="store_true",
+        help="read the JSONL even if a columnar sidecar matches it",
+    )
     _add_spark_options(p)
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("index", help="build the columnar sidecar of a history (faster re-checks)")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("cluster", help="the local namespace cluster: up, down, status")
     p.add_argument("action", choices=["up", "down", "status"])

@@ -195,7 +195,7 @@ class HistoryWriter:
     returns, so a killed harness leaves a checkable prefix.
     """
 
-    def __init__(self, path: str | os.PathLike, fsync: bool = False):
+    def __init__(self, path: str | os.PathLike, fsync: bool = False, sidecar: bool = False):
         self.path = Path(path)
         # "x": a run never appends to (and so never corrupts) an existing history.
         self._fh = open(self.path, "xb", buffering=0)
@@ -203,6 +203,13 @@ class HistoryWriter:
         self._index = 0
         self._t0 = time.monotonic_ns()
         self._fsync = fsync
+        # The columnar copy the checker reads fastest (harness/sidecar.py);
+        # it becomes usable only when close() seals it.
+        self._sidecar = None
+        if sidecar:
+            from .sidecar import SidecarWriter
+
+            self._sidecar = SidecarWriter(self.path)
 
     def append(self, op: dict) -> dict:
         """Stamps `index` and `time` (ns since the writer opened) and writes."""
@@ -215,6 +222,8 @@ class HistoryWriter:
             self._fh.write(orjson.dumps(rec) + b"\n")
             if self._fsync:
                 os.fsync(self._fh.fileno())
+            if self._sidecar:
+                self._sidecar.add(rec)
             self._index += 1
             return rec
 
@@ -222,6 +231,8 @@ class HistoryWriter:
         with self._lock:
             if not self._fh.closed:
                 self._fh.close()
+                if self._sidecar:
+                    self._sidecar.close(self.path.stat().st_size)
 
     def __enter__(self) -> HistoryWriter:
         return self

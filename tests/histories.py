@@ -52,6 +52,13 @@ class Builder:
     def nemesis(self, f: str, value: Any = None) -> None:
         self._add(process="nemesis", type="info", f=f, value=value)
 
-    def write(self, path: Path) -> Path:
+    def write(self, path: Path, sidecar: bool = False) -> Path:
         path.write_text("".join(json.dumps(op) + "\n" for op in self.ops))
+        if sidecar:
+            from harness.sidecar import SidecarWriter
+
+            w = SidecarWriter(path)
+            for op in self.ops:
+                w.add(op)
+            w.close(path.stat().st_size)
         return path

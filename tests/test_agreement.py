@@ -89,7 +89,7 @@ def random_history(draw) -> Builder:
 
 @pytest.mark.slow
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
 def test_spark_baseline_and_reference_agree(spark, tmp_path_factory, data):
@@ -98,9 +98,12 @@ def test_spark_baseline_and_reference_agree(spark, tmp_path_factory, data):
     from checkers.load import load_history
 
     b = random_history(data.draw)
-    path = b.write(tmp_path_factory.mktemp("h") / "history.jsonl")
+    path = b.write(tmp_path_factory.mktemp("h") / "history.jsonl", sidecar=True)
     ref_counts, ref_valid = reference(list(read_history(path)))
-    sp = DeliveryChecker().check(load_history(spark, path), {})
+    sp = DeliveryChecker().check(load_history(spark, path, use_sidecar=False), {})
+    columnar = load_history(spark, path)
+    assert columnar.source == "sidecar"
+    assert DeliveryChecker().check(columnar, {}) == sp
     mem = InMemoryChecker().check_path(path)
     assert sp.counts == mem.counts
     assert {k: v for k, v in sp.counts.items()} == ref_counts

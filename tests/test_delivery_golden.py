@@ -277,3 +277,22 @@ def test_cli_exit_codes_follow_the_verdict(spark, tmp_path, capsys):
     )
     assert main(["check", str(run), "--claims", "exactly-twice"]) == 2
     assert "unknown property 'exactly-twice'" in capsys.readouterr().err
+
+
+def test_index_builds_a_sidecar_that_check_then_reads_with_the_same_verdict(spark, tmp_path):
+    from harness.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copyfile(SPEC, run / "history.jsonl")
+    assert main(["check", str(run), "--claims", "at-least-once"]) == 1
+    from_jsonl = json.loads((run / "results.json").read_text())
+    assert main(["index", str(run)]) == 0
+    assert main(["check", str(run), "--claims", "at-least-once"]) == 1
+    from_sidecar = json.loads((run / "results.json").read_text())
+    assert (from_jsonl["history"]["source"], from_sidecar["history"]["source"]) == (
+        "jsonl",
+        "sidecar",
+    )
+    for key in ("valid", "properties", "counts", "anomalies"):
+        assert from_sidecar[key] == from_jsonl[key]

@@ -128,3 +128,35 @@ def test_nemesis_values_are_free_form_and_unknown_fs_pass_through():
         )
         is None
     )
+
+
+def test_sidecar_is_sealed_on_close_and_only_matches_its_jsonl(tmp_path):
+    from harness import sidecar
+
+    path = tmp_path / "history.jsonl"
+    w = HistoryWriter(path, sidecar=True)
+    w.append(
+        {"process": 0, "type": "invoke", "f": "send", "value": {"msgs": [{"id": 1, "queue": "q"}]}}
+    )
+    w.append(
+        {
+            "process": 0,
+            "type": "ok",
+            "f": "send",
+            "value": {"msgs": [{"id": 1, "queue": "q", "partition": 0, "offset": 7}]},
+        }
+    )
+    assert sidecar.usable(path) is None  # a crash now leaves no usable sidecar
+    w.close()
+    files = sidecar.usable(path)
+    assert files is not None
+    import pyarrow.parquet as pq
+
+    msgs = pq.read_table(files["msgs"]).to_pylist()
+    assert [(m["index"], m["type"], m["id"], m["offset"]) for m in msgs] == [
+        (0, "invoke", 1, None),
+        (1, "ok", 1, 7),
+    ]
+    with open(path, "a") as fh:  # someone appended to the JSONL afterwards
+        fh.write("\n")
+    assert sidecar.usable(path) is None

@@ -1,6 +1,7 @@
 """The local namespace cluster and the SSH Remote, for real (root, ip netns, sshd)."""
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,9 @@ def test_up_is_idempotent_and_repairs_a_leftover(cluster):
     cluster.up()
     assert [pid_alive(p) for p in pidfiles] == before
     os.kill(before[1], 9)  # a killed run leaves n2 without its sshd
+    deadline = time.monotonic() + 5
+    while pid_alive(pidfiles[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)  # SIGKILL is delivered asynchronously
     assert cluster.status()["n2"] == "sshd down"
     cluster.up()
     assert pid_alive(pidfiles[1]) not in (None, before[1])

@@ -1,0 +1,153 @@
+"""The optional columnar sidecar of a history: the same ops, as Parquet.
+
+history.jsonl stays the source of truth. Beside it the writer can keep
+  history.ops.parquet   one row per op: index, proc, nemesis, type, f
+  history.msgs.parquet  one row per message an op mentions: index, f, type,
+                        mop (the txn mop's f), id, n (effect count),
+                        partition, offset
+  history.sidecar.json  written last, on close: which JSONL it matches
+(ops were validated by the writer before they were written). A reader uses
+the sidecar only when its manifest matches the JSONL's current size; a run
+that crashed before closing has no manifest, and is read from the JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .history import EFFECTS, NEMESIS, TXN
+
+VERSION = 1
+
+OPS_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("proc", pa.int64()),
+        ("nemesis", pa.bool_()),
+        ("type", pa.string()),
+        ("f", pa.string()),
+    ]
+)
+MSGS_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("f", pa.string()),
+        ("type", pa.string()),
+        ("mop", pa.string()),
+        ("id", pa.int64()),
+        ("n", pa.int64()),
+        ("partition", pa.int64()),
+        ("offset", pa.int64()),
+    ]
+)
+
+
+def paths(history: Path) -> dict[str, Path]:
+    stem = history.with_suffix("")
+    return {
+        "ops": stem.with_suffix(".ops.parquet"),
+        "msgs": stem.with_suffix(".msgs.parquet"),
+        "manifest": stem.with_suffix(".sidecar.json"),
+    }
+
+
+def usable(history: Path) -> dict[str, Path] | None:
+    """The sidecar's paths if it matches the JSONL as it is now."""
+    p = paths(history)
+    try:
+        manifest = json.loads(p["manifest"].read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("version") != VERSION or manifest.get("jsonl_bytes") != history.stat().st_size:
+        return None
+    return p if p["ops"].is_file() and p["msgs"].is_file() else None
+
+
+class SidecarWriter:
+    """Fed the same validated ops as the JSONL, in the same order."""
+
+    ROW_GROUP = 1 << 18
+
+    def __init__(self, history: Path):
+        self.history = Path(history)
+        self.paths = paths(self.history)
+        self.paths["manifest"].unlink(missing_ok=True)
+        self._ops_w = pq.ParquetWriter(self.paths["ops"], OPS_SCHEMA)
+        self._msgs_w = pq.ParquetWriter(self.paths["msgs"], MSGS_SCHEMA)
+        self._ops: dict[str, list] = {f.name: [] for f in OPS_SCHEMA}
+        self._msgs: dict[str, list] = {f.name: [] for f in MSGS_SCHEMA}
+        self.n_ops = 0
+
+    def add(self, op: dict[str, Any]) -> None:
+        nem = op["process"] == NEMESIS
+        o = self._ops
+        o["index"].append(op["index"])
+        o["proc"].append(None if nem else op["process"])
+        o["nemesis"].append(nem)
+        o["type"].append(op["type"])
+        o["f"].append(op["f"])
+        self.n_ops += 1
+        if not nem:
+            self._add_msgs(op)
+        if len(o["index"]) >= self.ROW_GROUP or len(self._msgs["index"]) >= self.ROW_GROUP:
+            self._flush()
+
+    def _add_msgs(self, op: dict[str, Any]) -> None:
+        f, typ, v = op["f"], op["type"], op.get("value")
+        if not isinstance(v, dict):
+            return
+        m = self._msgs
+
+        def put(mop: str | None, msgs: list, counts: bool = False) -> None:
+            for msg in msgs or []:
+                m["index"].append(op["index"])
+                m["f"].append(f)
+                m["type"].append(typ)
+                m["mop"].append(mop)
+                m["id"].append(msg["id"])
+                m["n"].append(msg["count"] if counts else 1)
+                m["partition"].append(msg.get("partition"))
+                m["offset"].append(msg.get("offset"))
+
+        if f == TXN:
+            for mop in v.get("mops") or []:
+                put(mop["f"], mop.get("msgs"))
+        elif f == EFFECTS:
+            put(None, v.get("effects"), counts=True)
+        else:
+            put(None, v.get("msgs"))
+
+    def _flush(self) -> None:
+        if self._ops["index"]:
+            self._ops_w.write_table(pa.table(self._ops, schema=OPS_SCHEMA))
+            self._ops = {f.name: [] for f in OPS_SCHEMA}
+        if self._msgs["index"]:
+            self._msgs_w.write_table(pa.table(self._msgs, schema=MSGS_SCHEMA))
+            self._msgs = {f.name: [] for f in MSGS_SCHEMA}
+
+    def close(self, jsonl_bytes: int) -> None:
+        """Seals the sidecar for a JSONL of exactly `jsonl_bytes` bytes."""
+        self._flush()
+        self._ops_w.close()
+        self._msgs_w.close()
+        manifest = {"version": VERSION, "jsonl_bytes": jsonl_bytes, "ops": self.n_ops}
+        self.paths["manifest"].write_text(json.dumps(manifest) + "\n")
+
+
+def build(history: Path) -> dict[str, Path]:
+    """Builds the sidecar of an existing history (validating every line on
+    the way: a bad history raises HistoryError and leaves no manifest)."""
+    from .history import read_history
+
+    history = Path(history)
+    size = history.stat().st_size
+    w = SidecarWriter(history)
+    for op in read_history(history):
+        w.add(op)
+    w.close(size)
+    return paths(history)
