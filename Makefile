@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Debian packages the project drives: a JRE for Spark (and later Kafka),
 # sshd + iptables + iproute2 for the namespace cluster, RabbitMQ.
-APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server
+APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
@@ -44,6 +44,10 @@ unit: setup
 
 bench: setup
 	$(BIN)/python -m checkers.bench
+
+# Kafka's broker + CLI jars from Maven Central, cached in .state/kafka/<version>/libs.
+kafka-jars: setup
+	$(BIN)/python -m harness.db.kafka_dist
 
 lint: setup
 	$(BIN)/ruff check .

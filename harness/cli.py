@@ -114,6 +114,112 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _csv(text: str) -> list[str]:
+    return [] if text in ("", "none") else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """One run against a real cluster: faults, history, verdict."""
+    from harness.runner import Interrupted, Run, RunOptions
+    from reports.console import print_verdict
+
+    system_options = {
+        k: v
+        for k, v in {
+            "queue_type": args.queue_type,
+            "confirms": args.confirms,
+            "ack": args.ack,
+            "partition_handling": args.partition_handling,
+            "net_ticktime": args.net_ticktime,
+            "batch": args.receive_batch,
+            "prefetch": args.prefetch,
+        }.items()
+        if v is not None
+    }
+    opts = RunOptions(
+        system=args.system,
+        name=args.name,
+        nodes=args.nodes,
+        cluster_file=args.cluster_file,
+        subnet=args.subnet,
+        bridge=args.bridge,
+        prefix=args.prefix,
+        state=args.state,
+        store=args.store,
+        time_limit=args.time_limit,
+        rate=args.rate,
+        concurrency=args.concurrency,
+        producers=args.producers,
+        op_timeout=args.op_timeout,
+        recovery_timeout=args.recovery_timeout,
+        seed=args.seed,
+        nemesis=_csv(args.nemesis),
+        nemesis_interval=args.nemesis_interval,
+        partition_shapes=_csv(args.partition_shapes) or None,
+        loss_probability=args.loss_probability,
+        system_options=system_options,
+        check=not args.no_check,
+        spark_master=args.spark_master,
+        driver_memory=args.driver_memory,
+    )
+    out = Console()
+    try:
+        run, doc = Run(opts, out).execute()
+    except Interrupted as e:
+        err.print(f"history kept in {e}; judge it with `queuecheck check {e}`")
+        return 2
+    if doc is None:
+        out.print(f"history: {run / HISTORY_FILE} (not checked)")
+        return 0
+    print_verdict(doc, out)
+    out.print(f"run: {run}")
+    return EXIT[doc["valid"]]
+
+
+def _add_test_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--system", choices=["rabbitmq"], default="rabbitmq")
+    p.add_argument("--name", help="test name in the store (default: system-queue_type)")
+    p.add_argument(
+        "--cluster-file", help="JSON/TOML list of SSH nodes instead of the local cluster"
+    )
+    p.add_argument("--store", default="store", help="store root (default: store)")
+    p.add_argument("--time-limit", type=float, default=60, help="main phase seconds (default 60)")
+    p.add_argument("--rate", type=float, default=0, help="sends per second, 0 = unbounded")
+    p.add_argument("--concurrency", type=int, default=10, help="client processes (default 10)")
+    p.add_argument("--producers", type=int, help="of which producers (default: half)")
+    p.add_argument("--op-timeout", type=float, default=10, help="deadline of one op, seconds")
+    p.add_argument(
+        "--recovery-timeout", type=float, default=120, help="seconds to recover after healing"
+    )
+    p.add_argument("--seed", type=int, help="nemesis random seed")
+    p.add_argument(
+        "--nemesis",
+        default="partition,kill,pause",
+        help="faults, comma-separated, from partition,kill,pause,loss,crash-client; or none",
+    )
+    p.add_argument("--nemesis-interval", type=float, default=10, help="seconds between faults")
+    p.add_argument(
+        "--partition-shapes", default="", help="isolate,halves,bridge,majorities-ring (default all)"
+    )
+    p.add_argument("--loss-probability", type=float, default=0.3)
+    g = p.add_argument_group("rabbitmq")
+    g.add_argument("--queue-type", default="quorum", help="quorum (default), classic, mirrored")
+    g.add_argument(
+        "--confirms",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="publisher confirms (default on)",
+    )
+    g.add_argument("--ack", help="manual (default) or auto")
+    g.add_argument("--partition-handling", help="pause_minority (default), autoheal, ignore")
+    g.add_argument("--net-ticktime", type=int, help="Erlang net_ticktime seconds (default 10)")
+    g.add_argument("--prefetch", type=int, help="consumer prefetch with manual acks (default 64)")
+    g.add_argument(
+        "--receive-batch", type=int, help="messages one receive hands over at most (default 16)"
+    )
+    p.add_argument("--no-check", action="store_true", help="record only; check later")
+
+
 def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=3, help="node count (default 3)")
     p.add_argument("--subnet", default="10.77.0.0/24", help="the nodes' private subnet")
@@ -163,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_options(p)
     p.set_defaults(func=cmd_cluster)
 
+    p = sub.add_parser("test", help="run a test against a real cluster and judge it")
+    _add_test_options(p)
+    _add_cluster_options(p)
+    _add_spark_options(p)
+    p.set_defaults(func=cmd_test)
+
     p = sub.add_parser("demo", help="the main job on the embedded default")
     p.add_argument("--store", default="store")
     _add_spark_options(p)
@@ -172,15 +284,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from checkers.job import UsageError
+    from harness.db import DBError
     from harness.localcluster import ClusterError
+    from harness.nodes import ClusterFileError
     from harness.remote import RemoteError
+    from harness.runner import RunError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except HistoryError as e:
         err.print(f"[red]error:[/] history {getattr(args, 'path', '')}: {e}")
-    except (UsageError, FileNotFoundError, ClusterError, RemoteError) as e:
+    except (
+        UsageError,
+        FileNotFoundError,
+        ClusterError,
+        ClusterFileError,
+        RemoteError,
+        DBError,
+        RunError,
+        ValueError,
+    ) as e:
         err.print(f"[red]error:[/] {e}")
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]")

@@ -103,7 +103,13 @@ class Remote:
     ) -> Result:
         """Runs `cmd` under sh on the node; raises RemoteError past `timeout`."""
         if env:
-            cmd = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + " " + cmd
+            # export, so the whole command line (cd && ...) sees it
+            cmd = (
+                "export "
+                + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+                + "; "
+                + cmd
+            )
         for attempt in (1, 2):
             try:
                 result = self._run_once(cmd, timeout)

@@ -1,0 +1,335 @@
+"""Kafka on the nodes (KRaft, every node broker + controller), driven over SSH.
+
+Every node gets its own tree under `<base>/<node>/kafka` (etc/, data/, log/,
+a pidfile) and runs `java -cp '<libs>/*' kafka.Kafka` from the jars
+`ensure_kafka` fetched. The libs path must exist on every node: the local
+cluster's nodes share the host's disk; a vendor node needs a copy at the same
+path. The quorum is static (`controller.quorum.voters`), the storage is
+formatted once by Kafka's StorageTool, so a killed node restarts as itself.
+
+Readiness is the broker logging "Kafka Server started" and every node's
+metadata listing all N brokers unfenced, never a sleep.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka import KafkaAdminClient
+
+from ..localcluster import DEFAULT_STATE
+from ..remote import Remote, RemoteError
+from . import DBError
+from .kafka_dist import DEFAULT_VERSION, ensure_kafka
+
+STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
+PORT, CONTROLLER_PORT = 9092, 9093
+
+
+@dataclass
+class KafkaOptions:
+    version: str = DEFAULT_VERSION
+    kafka_home: str | None = None  # an unpacked tarball or a libs dir, instead of fetching
+    state: Path = field(default_factory=lambda: DEFAULT_STATE)  # where fetched jars are cached
+    base: str = "/var/lib/queuecheck"
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    heap: str = "512m"  # 3 brokers, clients and Spark share a 2-core box
+    ready_timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.replication_factor < 1:
+            raise ValueError(f"--replication-factor: {self.replication_factor} is below 1")
+        if not 1 <= self.min_insync_replicas <= self.replication_factor:
+            raise ValueError(
+                f"--min-insync-replicas: {self.min_insync_replicas} is not between 1 and "
+                f"the replication factor {self.replication_factor}"
+            )
+        if not re.fullmatch(r"\d+[kmgKMG]", self.heap):
+            raise ValueError(f"--heap: {self.heap!r} is not a JVM size like 512m or 1g")
+
+
+class _Admin(KafkaAdminClient):
+    """Stops its IO thread when bootstrap fails (the base class leaves it running)."""
+
+    def __init__(self, **configs):
+        try:
+            super().__init__(**configs)
+        except BaseException:
+            if getattr(self, "_net", None) is not None:
+                self._net.stop(timeout_ms=2000)
+            raise
+
+
+class Kafka:
+    name = "kafka"
+
+    def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
+        self.nodes = nodes
+        self.opts = opts or KafkaOptions()
+        if self.opts.replication_factor > len(nodes):
+            raise ValueError(
+                f"--replication-factor: {self.opts.replication_factor} is more than the "
+                f"{len(nodes)} nodes"
+            )
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self._libs: Path | None = None
+        self._marks: dict[str, int] = {}  # STARTED lines in a node's log when last started
+
+    # -- per-node facts ---------------------------------------------------
+    @property
+    def libs(self) -> Path:
+        if self._libs is None:  # may run Maven once; cached after
+            self._libs = ensure_kafka(self.opts.version, self.opts.state, self.opts.kafka_home)
+        return self._libs
+
+    def dir(self, node: Remote) -> str:
+        return f"{self.opts.base}/{node.name}/kafka"
+
+    def node_id(self, node: Remote) -> int:
+        return self.nodes.index(node) + 1
+
+    def pidfile(self, node: Remote) -> str:
+        return f"{self.dir(node)}/kafka.pid"
+
+    def bootstrap(self, node: Remote | None = None) -> str:
+        """host:port of one node, or of all, for clients."""
+        return ",".join(f"{n.spec.host}:{PORT}" for n in ([node] if node else self.nodes))
+
+    def log_files(self, node: Remote) -> list[str]:
+        return [f"{self.dir(node)}/log"]
+
+    def java(self, node: Remote, heap: str) -> str:
+        d = self.dir(node)
+        return (
+            f"java -Xms{heap} -Xmx{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "
+            "-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true "
+            f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties "
+            f"-cp {shlex.quote(str(self.libs))}/'*'"
+        )
+
+    # -- configuration ----------------------------------------------------
+    def server_properties(self, node: Remote) -> str:
+        o, d, host = self.opts, self.dir(node), node.spec.host
+        voters = ",".join(f"{self.node_id(n)}@{n.spec.host}:{CONTROLLER_PORT}" for n in self.nodes)
+        internal_rf = min(3, len(self.nodes))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": self.node_id(node),
+            "controller.quorum.voters": voters,  # static quorum: formatted without a bootstrap
+            "listeners": f"PLAINTEXT://{host}:{PORT},CONTROLLER://{host}:{CONTROLLER_PORT}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{PORT}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": f"{d}/data",
+            "default.replication.factor": o.replication_factor,
+            "min.insync.replicas": o.min_insync_replicas,
+            "unclean.leader.election.enable": str(o.unclean_leader_election).lower(),
+            # internal topics: replicated like the data, fewer partitions so they come up fast
+            "offsets.topic.replication.factor": internal_rf,
+            "offsets.topic.num.partitions": 10,
+            "transaction.state.log.replication.factor": internal_rf,
+            "transaction.state.log.min.isr": min(2, internal_rf),
+            "transaction.state.log.num.partitions": 10,
+            "share.coordinator.state.topic.replication.factor": internal_rf,
+            "share.coordinator.state.topic.min.isr": min(2, internal_rf),
+            "group.initial.rebalance.delay.ms": 0,
+            "group.min.session.timeout.ms": 1000,  # lets clients choose short sessions
+            # faults noticed in seconds: fencing, ISR shrink, controller election
+            "broker.heartbeat.interval.ms": 1000,
+            "broker.session.timeout.ms": 4000,
+            "replica.lag.time.max.ms": 5000,
+            "controller.quorum.election.timeout.ms": 1000,
+            "controller.quorum.fetch.timeout.ms": 2000,
+        }
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def log4j2(self, node: Remote) -> str:
+        log = f"{self.dir(node)}/log"
+        return "\n".join(
+            [
+                "status = warn",
+                "appender.server.type = File",
+                "appender.server.name = server",
+                f"appender.server.fileName = {log}/server.log",
+                "appender.server.append = true",
+                "appender.server.layout.type = PatternLayout",
+                "appender.server.layout.pattern = [%d] %p %m (%c)%n",
+                "rootLogger.level = INFO",
+                "rootLogger.appenderRef.server.ref = server",
+                "logger.request.name = kafka.request.logger",
+                "logger.request.level = WARN",
+                "",
+            ]
+        )
+
+    # -- lifecycle --------------------------------------------------------
+    def setup(self) -> None:
+        """Cleans, configures, formats and starts every node; returns when all serve."""
+        for node in self.nodes:
+            try:
+                self.kill(node)  # a broker left by an earlier run would hold the ports
+                self._configure(node)
+                self.start(node)
+            except RemoteError as e:  # already names the node and the command
+                raise DBError(f"Kafka setup: {e}") from None
+        for node in self.nodes:
+            self.await_node(node)
+        self.await_cluster()
+
+    def _configure(self, node: Remote) -> None:
+        d, libs = self.dir(node), shlex.quote(str(self.libs))
+        r = node.run(f"ls {libs}/kafka_2.13-*.jar", check=False, timeout=10)
+        if r.exit != 0:
+            raise DBError(f"{node.name}: no Kafka jars at {self.libs} (copy them to that path)")
+        node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/data", timeout=30)
+        node.write(f"{d}/etc/server.properties", self.server_properties(node))
+        node.write(f"{d}/etc/log4j2.properties", self.log4j2(node))
+        node.run(
+            f"{self.java(node, '256m')} kafka.tools.StorageTool format "
+            f"--config {d}/etc/server.properties --cluster-id {self.cluster_id} "
+            f">> {d}/log/format.out 2>&1",
+            timeout=120,
+        )
+
+    def start(self, node: Remote) -> None:
+        """Starts the broker in the background; its pid lands in the pidfile."""
+        if self.pid(node):
+            return
+        d = self.dir(node)
+        self._marks[node.name] = self._started_lines(node)
+        # `cmd &` alone (not `cd && cmd &`, a subshell), so $! is java's own pid:
+        # setsid and nohup exec without forking.
+        node.run(
+            f"cd {d} || exit 1; setsid nohup {self.java(node, self.opts.heap)} kafka.Kafka "
+            f"{d}/etc/server.properties >> {d}/log/console.out 2>&1 < /dev/null & "
+            f"echo $! > {self.pidfile(node)}",
+            timeout=20,
+        )
+
+    def pid(self, node: Remote) -> int | None:
+        # the pid must still be our broker: a reused pid is not
+        r = node.run(
+            f"p=$(cat {self.pidfile(node)} 2>/dev/null) && kill -0 $p 2>/dev/null "
+            f"&& grep -q kafka.Kafka /proc/$p/cmdline && echo $p",
+            check=False,
+            timeout=10,
+        )
+        return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
+
+    def _started_lines(self, node: Remote) -> int:
+        r = node.run(
+            f"grep -c {shlex.quote(STARTED)} {self.dir(node)}/log/server.log",
+            check=False,
+            timeout=10,
+        )
+        return int(r.out.strip() or 0) if r.out.strip().isdigit() else 0
+
+    def _tail(self, node: Remote) -> str:
+        d = self.dir(node)
+        try:
+            r = node.run(f"tail -n 4 {d}/log/server.log {d}/log/console.out", check=False)
+        except RemoteError as e:
+            return f"(unreachable: {e})"
+        return " | ".join(ln for ln in (r.out + r.err).splitlines() if ln.strip())[-1200:]
+
+    def await_node(self, node: Remote) -> None:
+        """Until the broker, started since the last start(), logs that it runs."""
+        deadline = time.monotonic() + self.opts.ready_timeout
+        mark = self._marks.get(node.name, 0)
+        while True:
+            alive = self.pid(node) is not None  # first: a killed broker's old line is no answer
+            if alive and self._started_lines(node) > mark:
+                return
+            if not alive or time.monotonic() > deadline:
+                why = "its process exited" if not alive else f"{self.opts.ready_timeout:.0f} s"
+                raise DBError(
+                    f"{node.name}: Kafka broker never logged {STARTED!r} ({why}); "
+                    f"log: {self._tail(node)}"
+                )
+            time.sleep(0.5)
+
+    def brokers(self, via: Remote, timeout: float = 5.0) -> list[int]:
+        """Unfenced broker ids in `via`'s metadata; [] if it does not answer."""
+        ms = int(timeout * 1000)
+        try:
+            admin = _Admin(
+                bootstrap_servers=self.bootstrap(via),
+                request_timeout_ms=ms,
+                bootstrap_timeout_ms=ms,
+                client_id="queuecheck-await",
+            )
+        except Exception:
+            return []
+        try:
+            info = admin.describe_cluster()
+            return sorted(b["broker_id"] for b in info["brokers"] if not b.get("is_fenced"))
+        except Exception:
+            return []
+        finally:
+            admin.close()
+
+    def await_cluster(self, timeout: float | None = None) -> None:
+        """Until every node answers and lists all N brokers unfenced."""
+        want = [self.node_id(n) for n in self.nodes]
+        deadline = time.monotonic() + (timeout or self.opts.ready_timeout)
+        seen: dict[str, list[int]] = {}
+        while time.monotonic() < deadline:
+            seen = {n.name: self.brokers(n) for n in self.nodes}
+            if all(v == want for v in seen.values()):
+                return
+            time.sleep(0.5)
+        # name the nodes that did not answer or were not listed, with their logs
+        bad = [
+            n
+            for n in self.nodes
+            if not seen.get(n.name) or any(self.node_id(n) not in v for v in seen.values() if v)
+        ]
+        logs = "; ".join(f"{n.name} log: {self._tail(n)}" for n in bad)
+        raise DBError(
+            f"Kafka cluster never showed brokers {want} unfenced on every node within "
+            f"{timeout or self.opts.ready_timeout:.0f} s; last seen {seen} ([] = no answer); {logs}"
+        )
+
+    def signal(self, node: Remote, sig: str) -> bool:
+        pid = self.pid(node)
+        if pid:
+            node.run(f"kill -{sig} {pid}", check=False)
+        return pid is not None
+
+    def kill(self, node: Remote) -> bool:
+        return self.signal(node, "KILL")
+
+    def pause(self, node: Remote) -> bool:
+        return self.signal(node, "STOP")
+
+    def resume(self, node: Remote) -> bool:
+        return self.signal(node, "CONT")
+
+    def collect_logs(self, node: Remote, into: Path) -> None:
+        """Copies the node's logs and config into the store; never raises."""
+        into.mkdir(parents=True, exist_ok=True)
+        d = self.dir(node)
+        try:
+            for sub in ("log", "etc"):
+                for name in node.run(f"ls {d}/{sub}", check=False).out.split():
+                    node.get(f"{d}/{sub}/{name}", into / name)
+        except RemoteError:
+            pass
+
+    def teardown(self, node: Remote) -> None:
+        """Kills the broker (resuming it first if paused) and removes its data; never raises."""
+        try:
+            self.resume(node)
+            self.kill(node)
+            node.run(f"rm -rf {self.dir(node)}", check=False, timeout=30)
+        except RemoteError:
+            pass

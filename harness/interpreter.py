@@ -1,0 +1,178 @@
+"""Runs client operations: one thread per logical process, one history.
+
+Jepsen's interpreter, small: each worker takes ops from the workload,
+writes the invoke, calls its client, writes the completion. An exception or
+an `info` completion retires the process number (the op may still take
+effect later) and the worker goes on under a new number with a new client.
+
+No call may hang the run: a watchdog aborts a client whose call is past its
+deadline (shutting its socket), and if the call still does not return it
+writes the `info` completion itself and gives the slot to a fresh worker;
+the stuck thread, when it wakes, sees it was replaced and writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from workloads.base import Client, Op, complete, describe
+
+from .history import HistoryError, HistoryWriter
+
+log = logging.getLogger(__name__)
+
+GRACE = 2.0  # seconds an aborted call gets to return before it is abandoned
+
+
+def unknown(op: Op, error: str) -> Op:
+    """The info completion of `op`: a send repeats its msgs, a read carries none."""
+    return complete(op, "info", op["value"] if op["f"] == "send" else None, error)
+
+
+class Slot:
+    """One logical thread of work; its process number changes after `info`."""
+
+    def __init__(self, index: int, process: int, client: Client):
+        self.index = index
+        self.process = process
+        self.client = client
+        self.lock = threading.Lock()
+        self.inflight: Op | None = None  # the written invoke awaiting its completion
+        self.deadline = 0.0
+        self.aborted = False
+        self.crash = False  # asked by the nemesis: drop the client at the next op
+
+
+class Interpreter:
+    def __init__(
+        self,
+        history: HistoryWriter,
+        new_client: Callable[[int], Client],
+        next_op: Callable[[int], Op | None],
+        concurrency: int,
+        op_timeout: float = 10.0,
+    ):
+        """`new_client(slot)` opens a client for a slot; `next_op(slot)` gives
+        the slot's next op ({"f", "value"}) or None when the workload is done."""
+        self.history = history
+        self.new_client = new_client
+        self.next_op = next_op
+        self.concurrency = concurrency
+        self.op_timeout = op_timeout
+        self.slots = [Slot(i, i, new_client(i)) for i in range(concurrency)]
+        self.counts: Counter[tuple[str, str]] = Counter()  # (f, type) of completions
+        self._threads: dict[int, threading.Thread] = {}  # the live worker of each slot
+        self._done = threading.Event()
+
+    # -- running ----------------------------------------------------------
+    def start(self) -> None:
+        for slot in self.slots:
+            self._spawn(slot)
+        threading.Thread(target=self._watchdog, name="watchdog", daemon=True).start()
+
+    def _spawn(self, slot: Slot) -> None:
+        t = threading.Thread(target=self._work, args=(slot,), name=f"worker-{slot.index}")
+        t.daemon = True
+        t.start()  # before it is listed: join must never see it as not yet alive
+        self._threads[slot.index] = t  # an abandoned thread is no longer waited for
+
+    def _work(self, slot: Slot) -> None:
+        while True:
+            op = self.next_op(slot.index)
+            if op is None:
+                return
+            if slot.crash:
+                self._retire(slot, crashed=True)
+            client = slot.client
+            with slot.lock:
+                inv = self.history.append(
+                    {**op, "process": slot.process, "type": "invoke", "node": client.node}
+                )
+                slot.inflight, slot.deadline, slot.aborted = inv, self._deadline(), False
+            try:
+                comp = client.invoke(inv)
+            except Exception as e:  # noqa: BLE001 - any client error is an unknown outcome
+                comp = unknown(inv, describe(e))
+            with slot.lock:
+                if slot.inflight is not inv:
+                    return  # the watchdog gave up on us; a successor owns the slot
+                slot.inflight = None
+                try:
+                    rec = self.history.append(comp)
+                except HistoryError as e:  # a client bug must not leave the invoke open
+                    rec = self.history.append(unknown(inv, f"invalid completion: {e}"))
+            self.counts[(rec["f"], rec["type"])] += 1
+            if rec["type"] == "ok":
+                client.after_recorded(rec)
+            elif rec["type"] == "info":
+                self._retire(slot)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.op_timeout
+
+    def _retire(self, slot: Slot, crashed: bool = False) -> None:
+        """The process is done for: drop its client, continue as a new process."""
+        slot.client.abort()
+        slot.crash = False
+        slot.process += self.concurrency
+        slot.client = self.new_client(slot.index)
+        if crashed:
+            log.info("slot %d crashed; now process %d", slot.index, slot.process)
+
+    def _watchdog(self) -> None:
+        while not self._done.wait(0.2):
+            now = time.monotonic()
+            for slot in self.slots:
+                with slot.lock:
+                    inv = slot.inflight
+                    if inv is None or now < slot.deadline:
+                        continue
+                    if not slot.aborted:
+                        slot.aborted = True
+                        slot.deadline = now + GRACE
+                        slot.client.abort()  # the stuck call should now raise
+                        continue
+                    # Still stuck: complete it as unknown and replace the worker.
+                    slot.inflight = None
+                    rec = self.history.append(
+                        unknown(inv, f"no answer within {self.op_timeout:.0f} s")
+                    )
+                    self.counts[(rec["f"], rec["type"])] += 1
+                    self._retire(slot)
+                    log.warning("slot %d abandoned a stuck %s", slot.index, inv["f"])
+                self._spawn(slot)
+
+    # -- nemesis hooks ----------------------------------------------------
+    def crash(self, indexes: list[int]) -> list[dict[str, Any]]:
+        """Marks slots to crash at their next op; returns who is crashed."""
+        out = []
+        for i in indexes:
+            slot = self.slots[i]
+            slot.crash = True
+            out.append({"process": slot.process, "node": slot.client.node})
+        return out
+
+    # -- ending -----------------------------------------------------------
+    def join(self, timeout: float) -> bool:
+        """Waits for the workers to run out of ops; True if all finished."""
+        deadline = time.monotonic() + timeout
+        while True:
+            # Re-read each time: the watchdog may hand a slot to a new thread.
+            alive = [t for t in self._threads.values() if t.is_alive()]
+            left = deadline - time.monotonic()
+            if not alive or left <= 0:
+                break
+            alive[0].join(min(0.2, left))
+        self._done.set()
+        return not alive
+
+    def close(self) -> None:
+        """Closes every client; an op still open stays open (the checker reads it as info)."""
+        self._done.set()
+        for slot in self.slots:
+            slot.client.close()

@@ -1,0 +1,55 @@
+"""An iptables chain the tool owns on every node (blockade's way): rules go
+only into it, and healing flushes only it, never anyone else's rules."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from harness.remote import Remote, RemoteError
+
+log = logging.getLogger(__name__)
+
+
+def on_all(nodes: list[Remote], fn) -> list:
+    """Runs fn(node) on every node at once (a fault lands on all nodes together)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+        return list(pool.map(fn, nodes))
+
+
+class Chain:
+    def __init__(self, name: str):
+        self.name = name
+
+    def ensure(self, node: Remote) -> None:
+        """Creates the chain (empty) and jumps to it first thing from INPUT."""
+        c = self.name
+        node.run(
+            f"iptables -w -N {c} 2>/dev/null; iptables -w -F {c} && "
+            f"(iptables -w -C INPUT -j {c} 2>/dev/null || iptables -w -I INPUT 1 -j {c})",
+            timeout=20,
+        )
+
+    def add(self, node: Remote, rules: list[str]) -> None:
+        if rules:
+            node.run("; ".join(f"iptables -w -A {self.name} {r}" for r in rules) + "; true")
+            # `; true` would hide a failed rule: list the chain and count.
+            n = node.run(f"iptables -w -S {self.name} | grep -c -- '^-A'", check=False).out
+            if int(n.strip() or 0) < len(rules):
+                raise RemoteError(f"{node.name}: iptables refused rules for chain {self.name}")
+
+    def flush(self, node: Remote) -> None:
+        node.run(f"iptables -w -F {self.name} 2>/dev/null; true", timeout=20)
+
+    def remove(self, node: Remote) -> None:
+        """Unhooks and deletes the chain; never raises (teardown)."""
+        c = self.name
+        try:
+            node.run(
+                f"iptables -w -D INPUT -j {c} 2>/dev/null; iptables -w -F {c} 2>/dev/null; "
+                f"iptables -w -X {c} 2>/dev/null; true",
+                timeout=20,
+                check=False,
+            )
+        except RemoteError as e:
+            log.warning("%s: could not remove chain %s: %s", node.name, c, e)

@@ -1,0 +1,53 @@
+"""Packet loss (this kernel has no netem): iptables `statistic` drops a
+random share of what one node receives, SSH excepted so the control
+connection stays usable."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from harness.remote import Remote
+
+from .iptables import Chain, on_all
+
+
+class LossNemesis:
+    name = "loss"
+    instant = False
+
+    def __init__(self, nodes: list[Remote], probability: float = 0.3):
+        if not 0 < probability < 1:
+            raise ValueError(f"--loss-probability: {probability} is not in (0, 1)")
+        self.nodes = nodes
+        self.probability = probability
+        self.chain = Chain("QC-LOSS")
+        self.targets: list[Remote] = []
+
+    def setup(self) -> None:
+        on_all(self.nodes, self.chain.ensure)
+
+    def start(self, rng: random.Random) -> Any:
+        self.targets = [rng.choice(self.nodes)]
+        for node in self.targets:
+            self.chain.add(
+                node,
+                [
+                    "-p tcp --dport 22 -j RETURN",
+                    f"-m statistic --mode random --probability {self.probability} -j DROP",
+                ],
+            )
+        return {"nodes": [n.name for n in self.targets], "probability": self.probability}
+
+    def stop(self) -> Any:
+        for node in self.targets:
+            self.chain.flush(node)
+        healed, self.targets = [n.name for n in self.targets], []
+        return {"nodes": healed}
+
+    def active(self) -> bool:
+        return bool(self.targets)
+
+    def teardown(self) -> None:
+        on_all(self.nodes, self.chain.remove)
+        self.targets = []

@@ -1,0 +1,96 @@
+"""When faults happen: every `interval` seconds a fault, picked at random
+from the ones asked for, starts; one interval later it stops. At the end
+every fault still active is stopped (the final heal), each start and stop
+recorded as nemesis ops: an info before (what is about to happen) and an
+info after (what happened, or the error)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import threading
+from typing import Any
+
+from harness.history import NEMESIS, HistoryWriter
+from workloads.base import describe
+
+from .base import Nemesis
+
+log = logging.getLogger(__name__)
+
+
+class Schedule:
+    def __init__(
+        self,
+        faults: list[Nemesis],
+        history: HistoryWriter,
+        interval: float = 10.0,
+        seed: int | None = None,
+    ):
+        self.faults = faults
+        self.history = history
+        self.interval = interval
+        self.rng = random.Random(seed)
+        self.stop_event = threading.Event()
+        self.active_names: set[str] = set()  # for the progress display
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._lock = threading.Lock()  # one fault action at a time
+
+    def setup(self) -> None:
+        for fault in self.faults:
+            fault.setup()
+
+    def start(self) -> None:
+        if self.faults:
+            self._thread.start()
+
+    def record(self, f: str, action) -> Any:
+        self.history.append({"process": NEMESIS, "type": "info", "f": f, "value": None})
+        try:
+            value = action()
+        except Exception as e:  # noqa: BLE001 - a failed fault is recorded, the run goes on
+            log.warning("nemesis %s failed: %s", f, e)
+            self.history.append(
+                {"process": NEMESIS, "type": "info", "f": f, "value": None, "error": describe(e)}
+            )
+            return None
+        self.history.append({"process": NEMESIS, "type": "info", "f": f, "value": value})
+        return value
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            fault = self.rng.choice(self.faults)
+            with self._lock:
+                if self.stop_event.is_set():
+                    return
+                self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
+                if not fault.instant:
+                    self.active_names.add(fault.name)
+            if fault.instant or self.stop_event.wait(self.interval):
+                continue
+            with self._lock:
+                self._stop(fault)
+
+    def _stop(self, fault: Nemesis) -> None:
+        if fault.active():
+            self.record(f"stop-{fault.name}", fault.stop)
+        self.active_names.discard(fault.name)
+
+    def heal(self) -> None:
+        """The final phase: no new faults; stop every active one, recorded."""
+        self.stop_event.set()
+        with self._lock:
+            for fault in self.faults:
+                self._stop(fault)
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def teardown(self) -> None:
+        """After everything, and after a crash: undo whatever may be left."""
+        self.stop_event.set()
+        for fault in self.faults:
+            try:
+                fault.teardown()
+            except Exception as e:  # noqa: BLE001 - teardown survives its own failures
+                log.warning("nemesis %s teardown: %s", fault.name, e)

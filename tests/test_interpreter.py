@@ -1,0 +1,144 @@
+"""The interpreter's contract, with scripted clients: every invoke gets one
+completion, errors and stuck calls become `info`, and a process that ends
+in `info` continues under a new number. No broker needed: the client is a
+script, the history is real and read back through the contract's reader."""
+
+import threading
+
+from harness.history import HistoryWriter, read_history
+from harness.interpreter import Interpreter
+from workloads.base import complete
+
+
+class ScriptedClient:
+    """Does what `behaviour(op)` says: "ok", "fail", "raise", "hang", "hang-hard"."""
+
+    def __init__(self, node, behaviour):
+        self.node = node
+        self.behaviour = behaviour
+        self.aborted = threading.Event()
+        self.acked = []
+
+    def invoke(self, op):
+        what = self.behaviour(op)
+        if what == "raise":
+            raise ConnectionResetError("peer went away")
+        if what == "hang":  # returns once aborted, as a shut socket makes it
+            self.aborted.wait(30)
+            raise OSError("socket shut")
+        if what == "hang-hard":  # ignores the abort entirely
+            threading.Event().wait(30)
+        return complete(op, what, op["value"] if op["f"] == "send" else {"msgs": []})
+
+    def after_recorded(self, completion):
+        self.acked.append(completion["index"])
+
+    def abort(self):
+        self.aborted.set()
+
+    def close(self):
+        pass
+
+
+def run(tmp_path, behaviour, n_ops=6, concurrency=2, op_timeout=0.5):
+    clients = []
+    counter = {"left": n_ops}
+    lock = threading.Lock()
+
+    def new_client(slot):
+        c = ScriptedClient(f"n{slot + 1}", behaviour)
+        clients.append(c)
+        return c
+
+    def next_op(slot):
+        with lock:
+            if counter["left"] == 0:
+                return None
+            counter["left"] -= 1
+            return {"f": "send", "value": {"msgs": [{"id": counter["left"], "queue": "q"}]}}
+
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as h:
+        interp = Interpreter(h, new_client, next_op, concurrency, op_timeout)
+        interp.start()
+        assert interp.join(timeout=20)
+        interp.close()
+    return list(read_history(path)), clients
+
+
+def by_type(ops):
+    return [(op["process"], op["type"]) for op in ops]
+
+
+def test_ok_ops_are_recorded_then_handed_back_to_the_client(tmp_path):
+    ops, clients = run(tmp_path, lambda op: "ok")
+    assert sum(op["type"] == "invoke" for op in ops) == 6
+    assert sum(op["type"] == "ok" for op in ops) == 6
+    assert {op["process"] for op in ops} <= {0, 1}  # nothing retired
+    oks = sorted(op["index"] for op in ops if op["type"] == "ok")
+    assert sorted(i for c in clients for i in c.acked) == oks
+
+
+def test_an_exception_is_info_and_the_process_continues_under_a_new_number(tmp_path):
+    ids_to_fail = {5}
+    ops, _ = run(
+        tmp_path,
+        lambda op: "raise" if op["value"]["msgs"][0]["id"] in ids_to_fail else "ok",
+        concurrency=1,
+    )
+    info = [op for op in ops if op["type"] == "info"]
+    assert len(info) == 1 and "ConnectionResetError" in info[0]["error"]
+    assert info[0]["value"]["msgs"] == [{"id": 5, "queue": "q"}]  # info repeats the send
+    after = [op["process"] for op in ops if op["index"] > info[0]["index"]]
+    assert after and set(after) == {1}  # process 0 retired, slot 0 goes on as 1
+
+
+def test_a_stuck_call_is_aborted_at_its_deadline_and_recorded_info(tmp_path):
+    ops, clients = run(
+        tmp_path, lambda op: "hang" if op["value"]["msgs"][0]["id"] == 3 else "ok", concurrency=1
+    )
+    info = [op for op in ops if op["type"] == "info"]
+    assert len(info) == 1 and "OSError" in info[0]["error"]
+    assert any(c.aborted.is_set() for c in clients)
+    assert sum(op["type"] == "ok" for op in ops) == 5
+
+
+def test_a_call_that_ignores_abort_is_abandoned_and_its_slot_goes_on(tmp_path):
+    ops, _ = run(
+        tmp_path,
+        lambda op: "hang-hard" if op["value"]["msgs"][0]["id"] == 4 else "ok",
+        concurrency=1,
+    )
+    info = [op for op in ops if op["type"] == "info"]
+    assert len(info) == 1 and "no answer within" in info[0]["error"]
+    # the history stays well-formed (read_history checked pairing) and the rest ran
+    assert sum(op["type"] == "ok" for op in ops) == 5
+    assert {op["process"] for op in ops if op["index"] > info[0]["index"]} == {1}
+
+
+def test_crash_retires_the_process_at_its_next_op(tmp_path):
+    gate = threading.Event()
+    path = tmp_path / "history.jsonl"
+    clients = []
+    sent = iter(range(100))
+
+    def next_op(slot):
+        if len(clients) == 1 and not gate.is_set():
+            gate.wait(5)
+        i = next(sent)
+        return None if i >= 4 else {"f": "receive", "value": {"queue": "q"}}
+
+    def new_client(slot):
+        clients.append(ScriptedClient("n1", lambda op: "ok"))
+        return clients[-1]
+
+    with HistoryWriter(path) as h:
+        interp = Interpreter(h, new_client, next_op, 1, 1.0)
+        crashed = interp.crash([0])
+        gate.set()
+        interp.start()
+        assert interp.join(timeout=10)
+    ops = list(read_history(path))
+    assert crashed == [{"process": 0, "node": "n1"}]
+    assert clients[0].aborted.is_set()
+    assert {op["process"] for op in ops} == {1}

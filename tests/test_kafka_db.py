@@ -1,0 +1,107 @@
+"""Kafka (KRaft) on the local cluster: up from nothing, serving clients on
+every node, killed and restarted by pid, paused and resumed, torn down
+without leftovers. The jars come from the real cache (.state/kafka/...)."""
+
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+from harness.db import DBError
+from harness.db.kafka import Kafka, KafkaOptions
+from harness.localcluster import LocalCluster
+from harness.remote import Remote
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    cluster = LocalCluster(
+        nodes=3,
+        subnet="10.77.7.0/24",
+        bridge="qckbr7",
+        prefix="qck-",
+        state=tmp_path_factory.mktemp("state") / "cluster",
+    )
+    cluster.down()
+    nodes = [Remote(s) for s in cluster.up()]
+    db = Kafka(nodes, KafkaOptions(base=str(tmp_path_factory.mktemp("kafka"))))
+    try:
+        db.setup()
+        yield db
+    finally:
+        for node in nodes:
+            db.teardown(node)
+        assert cluster.down() == []
+
+
+def wait_until(cond, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_three_brokers_serve_clients_on_every_node(kafka):
+    n1, n2, n3 = kafka.nodes
+    assert all(kafka.brokers(n) == [1, 2, 3] for n in kafka.nodes)
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap(n2), request_timeout_ms=10000)
+    try:
+        topic = NewTopic("lifecycle", 1, 3, topic_configs={"min.insync.replicas": "2"})
+        admin.create_topics([topic])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap(n1), acks="all")
+    producer.send("lifecycle", b"42").get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(  # read it back through another node, in a group
+        "lifecycle",
+        bootstrap_servers=kafka.bootstrap(n3),
+        group_id="lifecycle",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=30000,
+    )
+    try:
+        assert next(iter(consumer)).value == b"42"
+    finally:
+        consumer.close()
+
+
+def test_kill_by_pid_then_start_rejoins(kafka):
+    n1, _, n3 = kafka.nodes
+    assert kafka.kill(n3)
+    assert wait_until(lambda: 3 not in kafka.brokers(n1))  # fenced after the session timeout
+    assert kafka.pid(n3) is None
+    with pytest.raises(DBError, match="n3: Kafka broker never logged .*its process exited"):
+        kafka.await_node(n3)
+    kafka.start(n3)
+    pid = kafka.pid(n3)
+    assert pid and "kafka.Kafka" in n3.run(f"cat /proc/{pid}/cmdline").out
+    kafka.await_node(n3)
+    kafka.await_cluster()
+
+
+def test_pause_and_resume_by_pid(kafka):
+    n2 = kafka.nodes[1]
+    pid = kafka.pid(n2)
+    assert kafka.pause(n2)
+    state = n2.run(f"ps -o stat= -p {pid}").out.strip()
+    assert state.startswith("T")  # stopped, not gone
+    with pytest.raises(DBError, match=r"never showed brokers \[1, 2, 3\].*'n2': \[\].* n2 log: "):
+        kafka.await_cluster(timeout=3)
+    assert kafka.resume(n2)
+    kafka.await_cluster()
+    assert kafka.pid(n2) == pid
+
+
+def test_invalid_options_are_refused_by_name():
+    with pytest.raises(ValueError, match="--replication-factor: 4 is more than the 3 nodes"):
+        Kafka([object()] * 3, KafkaOptions(replication_factor=4))
+    with pytest.raises(ValueError, match="--min-insync-replicas: 3"):
+        KafkaOptions(min_insync_replicas=3, replication_factor=2)
+    with pytest.raises(ValueError, match="--heap: 'lots'"):
+        KafkaOptions(heap="lots")

@@ -1,0 +1,87 @@
+"""RabbitMQ on the local cluster: up from nothing, clustered, killed and
+restarted by pid, paused and resumed, torn down without leftovers."""
+
+import time
+
+import pika
+import pytest
+
+from harness.db.rabbitmq import RabbitMQ, RabbitMQOptions
+from harness.localcluster import LocalCluster
+from harness.remote import Remote
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def rabbit(tmp_path_factory):
+    cluster = LocalCluster(
+        nodes=3,
+        subnet="10.77.8.0/24",
+        bridge="qcrbr8",
+        prefix="qcr-",
+        state=tmp_path_factory.mktemp("state") / "cluster",
+    )
+    cluster.down()
+    nodes = [Remote(s) for s in cluster.up()]
+    db = RabbitMQ(nodes, RabbitMQOptions(base=str(tmp_path_factory.mktemp("rabbit"))))
+    try:
+        db.setup()
+        yield db
+    finally:
+        for node in nodes:
+            db.teardown(node)
+        assert cluster.down() == []
+
+
+def wait_until(cond, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_three_nodes_cluster_and_serve_clients_on_every_node(rabbit):
+    want = sorted(rabbit.node_name(n) for n in rabbit.nodes)
+    assert all(rabbit.running_nodes(n) == want for n in rabbit.nodes)
+    creds = pika.PlainCredentials(rabbit.opts.user, rabbit.opts.password)
+    params = [
+        pika.ConnectionParameters(n.spec.host, 5672, credentials=creds, socket_timeout=5)
+        for n in rabbit.nodes
+    ]
+    with pika.BlockingConnection(params[0]) as conn:
+        ch = conn.channel()
+        ch.queue_declare("lifecycle", durable=True, arguments={"x-queue-type": "quorum"})
+        ch.confirm_delivery()
+        ch.basic_publish("", "lifecycle", b"42", pika.BasicProperties(delivery_mode=2))
+    with pika.BlockingConnection(params[2]) as conn:  # read it through another node
+        method, _, body = conn.channel().basic_get("lifecycle", auto_ack=True)
+        assert body == b"42"
+
+
+def test_kill_by_pid_then_start_rejoins(rabbit):
+    n3 = rabbit.nodes[2]
+    assert rabbit.kill(n3)
+    assert wait_until(lambda: rabbit.node_name(n3) not in rabbit.running_nodes(rabbit.nodes[0]))
+    assert rabbit.pid(n3) is None
+    rabbit.start(n3)
+    rabbit.await_node(n3)
+    rabbit.await_cluster()
+
+
+def test_pause_and_resume_by_pid(rabbit):
+    n2 = rabbit.nodes[1]
+    pid = rabbit.pid(n2)
+    assert rabbit.pause(n2)
+    state = n2.run(f"ps -o stat= -p {pid}").out.strip()
+    assert state.startswith("T")  # stopped, not gone
+    assert rabbit.resume(n2)
+    rabbit.await_cluster()
+    assert rabbit.pid(n2) == pid
+
+
+def test_unknown_partition_handling_is_refused_by_name():
+    with pytest.raises(ValueError, match="--partition-handling: 'sometimes'"):
+        RabbitMQOptions(partition_handling="sometimes")

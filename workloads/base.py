@@ -1,0 +1,48 @@
+"""The client protocol: what the interpreter drives, one logical process each.
+
+As in Jepsen, a completion says what happened: `ok` it happened, `fail` it
+certainly did not, `info` nobody knows. A client never decides process
+numbers or writes the history; it turns one invocation into one completion.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+Op = dict[str, Any]
+
+
+class Client(Protocol):
+    node: str
+
+    def invoke(self, op: Op) -> Op:
+        """Performs `op` (an invoke) and returns its completion (ok/fail/info).
+
+        May raise: the interpreter then records `info` with the error, so an
+        exception is never mistaken for a definite outcome.
+        """
+
+    def after_recorded(self, completion: Op) -> None:
+        """Runs once the completion is on disk (e.g. ack what was recorded)."""
+
+    def abort(self) -> None:
+        """Drops the connection at once without acks (a crash, or a call past
+        its deadline); safe to call from another thread."""
+
+    def close(self) -> None:
+        """A clean close; never raises."""
+
+
+def complete(op: Op, typ: str, value: Any = None, error: str | None = None) -> Op:
+    """The completion of `op`: same f and process, the given type and value."""
+    out: Op = {"process": op["process"], "type": typ, "f": op["f"], "value": value}
+    if op.get("node"):
+        out["node"] = op["node"]
+    if error:
+        out["error"] = error
+    return out
+
+
+def describe(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__

@@ -1,0 +1,202 @@
+"""The RabbitMQ queue workload: pika clients, one queue, many processes.
+
+- `send`: one persistent message per op. With publisher confirms: ack → ok,
+  nack or unroutable → fail, anything after the publish left us (connection
+  lost, no confirm in time) → info. Without confirms every publish is info:
+  nobody ever told us it arrived. A connection that cannot even be opened
+  is a fail: nothing was published.
+- `receive`: a consumer (basic.consume, prefetch) hands up to `batch`
+  buffered messages to the application; with manual acks they are acked
+  only once the completion is on disk (`after_recorded`), so a consumer
+  that dies in between gets them redelivered; with auto-ack the broker
+  forgets them as it pushes them, and a consumer that dies holding some
+  loses them: the at-most-once trade.
+- `drain`: final phase, basic.get until the queue is empty, through one
+  node; acked after recording so the next drain does not see them again.
+
+Every broker call is bounded: socket and connect timeouts, heartbeats (a
+paused broker is noticed), and the interpreter's deadline, whose `abort`
+shuts the socket under a stuck call.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import pika
+import pika.exceptions as pe
+
+from .base import Op, complete, describe
+
+QUEUE_TYPES = ("quorum", "classic", "mirrored")
+ACK_MODES = ("manual", "auto")
+PORT = 5672
+
+
+@dataclass
+class RabbitQueueOptions:
+    queue: str = "qc-jobs"
+    queue_type: str = "quorum"
+    confirms: bool = True
+    ack: str = "manual"
+    prefetch: int = 64
+    batch: int = 16  # messages one receive hands to the application at most
+    poll: float = 0.2  # seconds a receive waits for the first message
+    heartbeat: int = 4
+    user: str = "queuecheck"
+    password: str = "queuecheck"
+
+    def __post_init__(self) -> None:
+        if self.queue_type not in QUEUE_TYPES:
+            raise ValueError(
+                f"--queue-type: {self.queue_type!r} is not one of {', '.join(QUEUE_TYPES)}"
+            )
+        if self.ack not in ACK_MODES:
+            raise ValueError(f"--ack: {self.ack!r} is not one of {', '.join(ACK_MODES)}")
+
+    def arguments(self) -> dict[str, Any]:
+        # Mirroring is a policy on a classic queue (set by the runner), not an argument.
+        return {"x-queue-type": "quorum" if self.queue_type == "quorum" else "classic"}
+
+    def parameters(self, host: str, deadline: float) -> pika.ConnectionParameters:
+        return pika.ConnectionParameters(
+            host,
+            PORT,
+            credentials=pika.PlainCredentials(self.user, self.password),
+            heartbeat=self.heartbeat,
+            socket_timeout=3,
+            stack_timeout=deadline,
+            blocked_connection_timeout=deadline,
+            connection_attempts=1,
+        )
+
+
+class ConnectFailed(RuntimeError):
+    """The connection could not be opened: nothing reached the broker."""
+
+
+class RabbitQueueClient:
+    def __init__(self, node: str, host: str, opts: RabbitQueueOptions, deadline: float = 10.0):
+        self.node = node
+        self.host = host
+        self.opts = opts
+        self.deadline = deadline
+        self.conn: pika.BlockingConnection | None = None
+        self.ch = None
+        self.consuming = False
+        self.buffer: list[tuple[int, bytes]] = []  # pushed by the broker, not yet handed over
+        self.unacked_tag: int | None = None
+
+    # -- connection -------------------------------------------------------
+    def open(self) -> None:
+        if self.conn is not None and self.conn.is_open:
+            return
+        try:
+            self.conn = pika.BlockingConnection(self.opts.parameters(self.host, self.deadline))
+            self.ch = self.conn.channel()
+            if self.opts.confirms:
+                self.ch.confirm_delivery()
+        except (pe.AMQPError, OSError) as e:
+            self.abort()
+            raise ConnectFailed(f"{self.node}: cannot connect: {describe(e)}") from None
+
+    def _consume(self) -> None:
+        if self.consuming:
+            return
+        self.ch.basic_qos(prefetch_count=self.opts.prefetch)
+        self.ch.basic_consume(self.opts.queue, self._on_message, auto_ack=(self.opts.ack == "auto"))
+        self.consuming = True
+
+    def _on_message(self, ch, method, props, body: bytes) -> None:
+        self.buffer.append((method.delivery_tag, body))
+
+    # -- operations -------------------------------------------------------
+    def invoke(self, op: Op) -> Op:
+        f = op["f"]
+        try:
+            self.open()
+        except ConnectFailed as e:
+            return complete(op, "fail", op["value"] if f == "send" else None, str(e))
+        if f == "send":
+            return self._send(op)
+        if f == "receive":
+            return self._receive(op)
+        if f == "drain":
+            return self._drain(op)
+        raise ValueError(f"rabbitmq queue client: unknown f {f!r}")
+
+    def _send(self, op: Op) -> Op:
+        value = op["value"]
+        (msg,) = value["msgs"]
+        props = pika.BasicProperties(delivery_mode=2, message_id=str(msg["id"]))
+        try:
+            self.ch.basic_publish(
+                "", self.opts.queue, str(msg["id"]).encode(), props, mandatory=True
+            )
+        except pe.NackError:
+            return complete(op, "fail", value, "nack: the broker refused the message")
+        except pe.UnroutableError:
+            return complete(op, "fail", value, "unroutable: returned by the broker, no queue")
+        if not self.opts.confirms:
+            return complete(op, "info", value, "no publisher confirms: outcome unknown")
+        return complete(op, "ok", value)
+
+    def _msgs(self, taken: list[tuple[int, bytes]]) -> list[dict]:
+        return [{"id": int(body), "queue": self.opts.queue} for _, body in taken]
+
+    def _receive(self, op: Op) -> Op:
+        self._consume()
+        # Wait for the first message only when nothing is buffered.
+        self.conn.process_data_events(time_limit=0 if self.buffer else self.opts.poll)
+        taken, self.buffer = self.buffer[: self.opts.batch], self.buffer[self.opts.batch :]
+        if taken and self.opts.ack == "manual":
+            self.unacked_tag = taken[-1][0]
+        return complete(op, "ok", {"msgs": self._msgs(taken)})
+
+    def _drain(self, op: Op) -> Op:
+        taken: list[tuple[int, bytes]] = []
+        while len(taken) < 1000:
+            method, _, body = self.ch.basic_get(self.opts.queue, auto_ack=False)
+            if method is None:
+                break
+            taken.append((method.delivery_tag, body))
+        if taken:
+            self.unacked_tag = taken[-1][0]
+        return complete(op, "ok", {"msgs": self._msgs(taken)})
+
+    def after_recorded(self, completion: Op) -> None:
+        """Acks what the recorded completion handed over: everything up to its
+        last delivery tag (delivery order is tag order on one channel)."""
+        tag, self.unacked_tag = self.unacked_tag, None
+        if tag is None:
+            return
+        try:
+            self.ch.basic_ack(tag, multiple=True)
+        except (pe.AMQPError, OSError):
+            self.abort()  # unacked: the broker redelivers them
+
+    # -- ends -------------------------------------------------------------
+    def abort(self) -> None:
+        conn, self.conn, self.ch = self.conn, None, None
+        self.consuming, self.buffer, self.unacked_tag = False, [], None
+        if conn is None:
+            return
+        # Shut the socket under any call still blocked on it; pika then sees
+        # the connection as lost. Its transport is internal, hence getattr.
+        sock = getattr(getattr(getattr(conn, "_impl", None), "_transport", None), "_sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        self.buffer, self.consuming = [], False
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may raise anything
+                pass
