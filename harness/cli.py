@@ -98,9 +98,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     cluster = _local_cluster(args)
     out = Console()
     if args.action == "up":
-        for spec in cluster.up():
-            r = Remote(spec).run("hostname; id -un", timeout=10)
-            out.print(f"{spec.name}: {spec.host} ssh ok ({' '.join(r.out.split())})")
+        from nemesis.iptables import heal_leftovers
+
+        nodes = [Remote(spec) for spec in cluster.up()]
+        heal_leftovers(nodes)  # cuts a killed run left behind
+        for node in nodes:
+            r = node.run("hostname; id -un", timeout=10)
+            out.print(f"{node.name}: {node.spec.host} ssh ok ({' '.join(r.out.split())})")
         out.print(f"key: {cluster.key}")
         return 0
     if args.action == "down":

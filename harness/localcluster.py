@@ -111,6 +111,8 @@ class LocalCluster:
             if not self._node_healthy(node):
                 self._remove_node(node)
                 self._make_node(node)
+            else:
+                self._resume_all(node)
         for node in self.names():
             wait_for_port(self.address(node), 22, f"{node}: sshd")
         return self.specs()
@@ -257,6 +259,14 @@ class LocalCluster:
         sh("ip", "neigh", "flush", "to", self.address(node), "dev", self.bridge, check=False)
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation dir
         sh(*inside, shutil.which("sshd") or "/usr/sbin/sshd", "-f", str(config))
+
+    def _resume_all(self, node: str) -> None:
+        """SIGCONT to every pid in the node: a killed run may have left a broker paused."""
+        for pid in sh("ip", "netns", "pids", self.ns(node), check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGCONT)
+            except (OSError, ValueError):
+                pass
 
     def _remove_node(self, node: str) -> None:
         ns, d = self.ns(node), self.node_dir(node)

@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from nemesis.base import Nemesis
+from nemesis.iptables import heal_leftovers
 from nemesis.schedule import Schedule
 from workloads.base import Client, describe
 
@@ -176,6 +177,7 @@ class Run:
         self.progress = Progress(self.console)
         self.run_dir: Path | None = None
         self.stats: dict[str, Any] = {}
+        self.gen: QueueOps | None = None
 
     # -- the whole run ----------------------------------------------------
     def execute(self) -> tuple[Path, dict[str, Any] | None]:
@@ -197,7 +199,7 @@ class Run:
             system = build_system(opts, nodes)
             write_test(run, self._test_doc(name, nodes, system))
             history = HistoryWriter(run / HISTORY_FILE)
-            gen = QueueOps(system.queue, opts.producers, opts.time_limit, opts.rate)
+            self.gen = gen = QueueOps(system.queue, opts.producers, opts.time_limit, opts.rate)
             interp = Interpreter(
                 history,
                 lambda i: system.new_client(nodes[i % len(nodes)]),
@@ -211,7 +213,9 @@ class Run:
                 opts.nemesis_interval,
                 opts.seed,
             )
-            # Heals what a killed run may have left (chains flushed) before the broker starts.
+            # A killed run may have left cuts in place: heal them before the broker starts
+            # (a paused leftover broker is resumed and stopped by the db's own setup).
+            heal_leftovers(nodes)
             schedule.setup()
             self.progress.phase(f"{system.db.name}: setting up {len(nodes)} nodes")
             system.db.setup()
@@ -283,13 +287,19 @@ class Run:
         self.stats["main-phase-seconds"] = round(elapsed, 3)
         self.stats["acknowledged-per-second"] = round(interp.counts[("send", "ok")] / elapsed, 1)
 
+    def _stop_clients(self, interp: Interpreter) -> None:
+        """No new ops; in-flight ones finish (or hit their deadline); clients close,
+        so unacked deliveries go back to the queue."""
+        self.gen.stop.set()
+        if not interp.join(timeout=self.opts.op_timeout + 5):
+            log.warning("some workers were still stuck after the main phase")
+        self.stats["completions"] = {f"{f}:{t}": n for (f, t), n in sorted(interp.counts.items())}
+        interp.close()
+
     def _final_phase(self, history, system: System, nodes, schedule, interp) -> None:
         opts = self.opts
         self.progress.phase("final phase: stopping clients")
-        if not interp.join(timeout=opts.op_timeout + 5):
-            log.warning("some workers were still stuck after the main phase")
-        self.stats["completions"] = {f"{f}:{t}": n for (f, t), n in sorted(interp.counts.items())}
-        interp.close()  # unacked deliveries go back to the queue
+        self._stop_clients(interp)
         self.progress.phase("final phase: healing every fault")
         schedule.heal()
         self.progress.phase(f"final phase: waiting for {system.db.name} to recover")
@@ -303,7 +313,7 @@ class Run:
         """Always runs, survives its own failures, keeps what was recorded."""
         steps: list[tuple[str, Callable[[], None]]] = []
         if interp:
-            steps.append(("stop clients", interp.close))
+            steps.append(("stop clients", lambda: self._stop_clients(interp)))
         if schedule:
             steps.append(("heal", schedule.heal))
         if system and nodes:

@@ -11,6 +11,16 @@ from harness.remote import Remote, RemoteError
 log = logging.getLogger(__name__)
 
 
+PARTITION_CHAIN, LOSS_CHAIN = "QC-PARTITION", "QC-LOSS"
+OWNED_CHAINS = (PARTITION_CHAIN, LOSS_CHAIN)
+
+
+def heal_leftovers(nodes: list[Remote]) -> None:
+    """Flushes every chain the tool owns: what a killed run left cuts nothing more."""
+    flush = "; ".join(f"iptables -w -F {c} 2>/dev/null" for c in OWNED_CHAINS)
+    on_all(nodes, lambda n: n.run(flush + "; true", timeout=20))
+
+
 def on_all(nodes: list[Remote], fn) -> list:
     """Runs fn(node) on every node at once (a fault lands on all nodes together)."""
     with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.remote import Remote
 
-from .iptables import Chain, on_all
+from .iptables import LOSS_CHAIN, Chain, on_all
 
 
 class LossNemesis:
@@ -21,7 +21,7 @@ class LossNemesis:
             raise ValueError(f"--loss-probability: {probability} is not in (0, 1)")
         self.nodes = nodes
         self.probability = probability
-        self.chain = Chain("QC-LOSS")
+        self.chain = Chain(LOSS_CHAIN)
         self.targets: list[Remote] = []
 
     def setup(self) -> None:

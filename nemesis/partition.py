@@ -11,7 +11,7 @@ from typing import Any
 from harness.remote import Remote
 
 from .grudge import SHAPES, random_grudge
-from .iptables import Chain, on_all
+from .iptables import PARTITION_CHAIN, Chain, on_all
 
 
 class PartitionNemesis:
@@ -24,7 +24,7 @@ class PartitionNemesis:
         unknown = [s for s in self.shapes if s not in SHAPES]
         if unknown:
             raise ValueError(f"partition shape {unknown[0]!r} is not one of {', '.join(SHAPES)}")
-        self.chain = Chain("QC-PARTITION")
+        self.chain = Chain(PARTITION_CHAIN)
         self._active = False
 
     def setup(self) -> None:

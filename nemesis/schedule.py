@@ -1,5 +1,6 @@
-"""When faults happen: every `interval` seconds a fault, picked at random
-from the ones asked for, starts; one interval later it stops. At the end
+"""When faults happen: every `interval` seconds a fault starts and one
+interval later it stops. Faults come in random order, each asked-for kind
+once per round, so a short run still sees every kind. At the end
 every fault still active is stopped (the final heal), each start and stop
 recorded as nemesis ops: an info before (what is about to happen) and an
 info after (what happened, or the error)."""
@@ -58,9 +59,14 @@ class Schedule:
         self.history.append({"process": NEMESIS, "type": "info", "f": f, "value": value})
         return value
 
+    def _order(self):
+        while True:
+            yield from self.rng.sample(self.faults, len(self.faults))
+
     def _run(self) -> None:
+        order = self._order()
         while not self.stop_event.wait(self.interval):
-            fault = self.rng.choice(self.faults)
+            fault = next(order)
             with self._lock:
                 if self.stop_event.is_set():
                     return

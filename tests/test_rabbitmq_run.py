@@ -1,0 +1,217 @@
+"""`queuecheck test --system rabbitmq` for real: a 3-node cluster, pika
+clients, faults, the drain, the Spark checker; and what an interrupted or
+killed harness leaves behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.history import read_history
+from harness.localcluster import LocalCluster
+from harness.remote import Remote
+from harness.runner import Run, RunOptions
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = {"subnet": "10.77.6.0/24", "bridge": "qcqbr6", "prefix": "qcq-"}
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    """A cluster of this module's own; removed at the end."""
+    state = tmp_path_factory.mktemp("state")
+    cluster = LocalCluster(nodes=3, state=state / "cluster", **CLUSTER)
+    cluster.down()
+    yield state
+    assert cluster.down() == []
+
+
+def run(state, tmp_path, **kw):
+    opts = RunOptions(
+        state=str(state),
+        store=str(tmp_path / "store"),
+        driver_memory="1g",
+        **CLUSTER,
+        **kw,
+    )
+    return Run(opts).execute()
+
+
+def fault_kinds(ops):
+    return {op["f"] for op in ops if op["process"] == "nemesis" and op["value"] is not None}
+
+
+def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pauses(
+    state, tmp_path
+):
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        time_limit=30,
+        nemesis=["partition", "kill", "pause"],
+        nemesis_interval=3,
+        seed=7,
+        system_options={"queue_type": "quorum", "confirms": True, "ack": "manual"},
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
+    assert {"start-partition", "start-kill", "start-pause"} <= fault_kinds(ops)
+    assert {"stop-partition", "stop-kill", "stop-pause"} <= fault_kinds(ops)
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["claims"] == ["at-least-once"]
+    assert "queuecheck" not in json.dumps(test["config"]["db"]["password"])  # no secrets
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 1000
+    assert counts["lost"] == 0
+    assert doc["history"]["final-read-complete"] is True
+    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True}
+    assert doc["valid"] is True
+    assert (run_dir / "nodes" / "n1").is_dir() and any((run_dir / "nodes" / "n1").iterdir())
+    assert json.loads((run_dir / "stats.json").read_text())["acknowledged-per-second"] > 0
+
+
+def test_auto_ack_consumers_crashing_with_messages_in_hand_lose_them_and_it_is_reported(
+    state, tmp_path
+):
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        time_limit=20,
+        concurrency=10,
+        producers=8,
+        nemesis=["crash-client"],
+        nemesis_interval=0.5,
+        seed=3,
+        system_options={"queue_type": "quorum", "ack": "auto", "batch": 2},
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    crashes = [op for op in ops if op["f"] == "start-crash-client" and op["value"]]
+    assert len(crashes) >= 10
+    assert doc["counts"]["lost"] > 0  # the at-most-once trade, shown, not hidden
+    assert doc["properties"]["at-least-once"]["valid"] is False
+    assert doc["properties"]["at-least-once"]["claimed"] is False
+    assert doc["properties"]["at-most-once"]["claimed"] is True
+    example = doc["anomalies"]["lost"]["examples"][0]
+    cited = [ops[i] for i in example["indexes"]]
+    assert {op["f"] for op in cited} == {"send"} and cited[-1]["type"] == "ok"
+
+
+def start_cli(state, tmp_path, *args):
+    store = tmp_path / "store"
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "test",
+        "--state",
+        str(state),
+        "--store",
+        str(store),
+        "--subnet",
+        CLUSTER["subnet"],
+        "--bridge",
+        CLUSTER["bridge"],
+        "--prefix",
+        CLUSTER["prefix"],
+        "--no-check",
+        *args,
+    ]
+    log = open(tmp_path / "cli.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd())
+    return proc, store
+
+
+def wait_for_op(store, f, timeout=120):
+    """Until the running test's history shows `f` done (its second, valued line)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        history = store / "latest" / "history.jsonl"
+        if history.exists():
+            for line in history.read_text().splitlines():
+                op = json.loads(line) if line.endswith("}") else {}
+                if op.get("f") == f and op.get("value"):
+                    return history
+        time.sleep(0.3)
+    raise AssertionError(f"{f} never happened")
+
+
+def cut_rules(nodes):
+    return sum(
+        int(n.run("iptables -w -S QC-PARTITION 2>/dev/null | grep -c -- '^-A'", check=False).out)
+        for n in nodes
+    )
+
+
+def nodes_of(state):
+    return [Remote(s) for s in LocalCluster(nodes=3, state=state / "cluster", **CLUSTER).specs()]
+
+
+def test_ctrl_c_heals_tears_down_and_keeps_the_history(state, tmp_path):
+    proc, store = start_cli(
+        state, tmp_path, "--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "1"
+    )
+    try:
+        history = wait_for_op(store, "start-partition")
+        assert cut_rules(nodes_of(state)) > 0
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(90) == 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = (tmp_path / "cli.log").read_text()
+    assert "history kept in" in out
+    assert list(read_history(history))  # a complete, checkable history
+    nodes = nodes_of(state)
+    assert cut_rules(nodes) == 0
+    for n in nodes:  # the brokers were stopped: no pidfile names a live process
+        r = n.run(
+            f"p=$(cat /var/lib/queuecheck/{n.name}/rabbitmq/rabbit.pid 2>/dev/null) && kill -0 $p",
+            check=False,
+        )
+        assert r.exit != 0
+
+
+def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_heals_it(state, tmp_path):
+    proc, store = start_cli(
+        state, tmp_path, "--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "1"
+    )
+    try:
+        history = wait_for_op(store, "start-partition")
+        time.sleep(0.5)  # a few more client ops land after the cut
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    nodes = nodes_of(state)
+    assert cut_rules(nodes) > 0  # the partition outlived the harness
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", str(history.parent)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode in (0, 1, 2) and "results:" in r.stdout, r.stdout + r.stderr
+    assert (history.parent / "results.json").is_file()
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "cluster",
+            "up",
+            "--state",
+            str(state),
+            *[f"--{k}={v}" for k, v in CLUSTER.items()],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert cut_rules(nodes) == 0

@@ -1,0 +1,80 @@
+"""The nemesis schedule: faults start and stop in turn, every kind comes up,
+everything is recorded as nemesis ops, the final heal stops what is active,
+and a fault that fails is recorded with its error while the run goes on."""
+
+import time
+
+from harness.history import HistoryWriter, read_history
+from nemesis.schedule import Schedule
+
+
+class Fault:
+    instant = False
+
+    def __init__(self, name, fail=False):
+        self.name = name
+        self.fail = fail
+        self.on = False
+        self.torn_down = False
+
+    def setup(self):
+        pass
+
+    def start(self, rng):
+        if self.fail:
+            raise RuntimeError("iptables said no")
+        self.on = True
+        return {"target": rng.choice(["n1", "n2"])}
+
+    def stop(self):
+        self.on = False
+        return "healed"
+
+    def active(self):
+        return self.on
+
+    def teardown(self):
+        self.torn_down = True
+
+
+def run_schedule(tmp_path, faults, seconds, interval=0.05):
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as h:
+        sched = Schedule(faults, h, interval=interval, seed=1)
+        sched.setup()
+        sched.start()
+        time.sleep(seconds)
+        sched.heal()
+        sched.teardown()
+    return list(read_history(path)), sched
+
+
+def test_every_kind_starts_and_stops_and_is_recorded_as_nemesis_ops(tmp_path):
+    faults = [Fault("partition"), Fault("kill"), Fault("pause")]
+    ops, _ = run_schedule(tmp_path, faults, 0.8)
+    assert all(op["process"] == "nemesis" and op["type"] == "info" for op in ops)
+    fs = [op["f"] for op in ops]
+    for name in ("partition", "kill", "pause"):
+        assert f"start-{name}" in fs and f"stop-{name}" in fs
+    # each action is a pair: an info before (value null) and one after (what happened)
+    starts = [op for op in ops if op["f"].startswith("start-")]
+    assert [op["value"] is None for op in starts[:2]] == [True, False]
+    # never two faults at once: starts and stops alternate
+    kinds = [f.split("-", 1)[0] for f in fs[::2]]
+    assert all(a != b for a, b in zip(kinds, kinds[1:], strict=False))
+    assert not any(f.on for f in faults) and all(f.torn_down for f in faults)
+
+
+def test_final_heal_stops_a_fault_still_active(tmp_path):
+    fault = Fault("partition")
+    ops, sched = run_schedule(tmp_path, [fault], 0.07, interval=0.05)
+    assert ops[-1]["f"] == "stop-partition" and ops[-1]["value"] == "healed"
+    assert not fault.on and sched.active_names == set()
+
+
+def test_a_failing_fault_is_recorded_with_its_error(tmp_path):
+    ops, _ = run_schedule(tmp_path, [Fault("loss", fail=True)], 0.08)
+    failed = [op for op in ops if op.get("error")]
+    assert failed and failed[0]["f"] == "start-loss"
+    assert "iptables said no" in failed[0]["error"]
+    assert not any(op["f"] == "stop-loss" for op in ops)
