@@ -7,13 +7,14 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Debian packages the project drives: a JRE for Spark (and later Kafka),
-# sshd + iptables + iproute2 for the namespace cluster, RabbitMQ.
-APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven
+# Debian packages the project drives: a JRE for Spark and Kafka, maven to fetch
+# Kafka's jars, sshd + iptables + iproute2 for the namespace cluster, RabbitMQ,
+# chromium to test report.html as a person sees it.
+APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
-.PHONY: setup demo test unit bench lint clean
+.PHONY: setup kafka-jars demo test unit bench lint clean
 
 setup: $(APT_STAMP) $(PIP_STAMP)
 
@@ -33,10 +34,10 @@ $(PIP_STAMP): pyproject.toml $(APT_STAMP)
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
-demo: setup
+demo: setup kafka-jars
 	$(BIN)/queuecheck demo
 
-test: setup
+test: setup kafka-jars
 	$(BIN)/pytest -q
 
 unit: setup
@@ -45,9 +46,10 @@ unit: setup
 bench: setup
 	$(BIN)/python -m checkers.bench
 
-# Kafka's broker + CLI jars from Maven Central, cached in .state/kafka/<version>/libs.
+# Kafka's broker + CLI jars from Maven Central, cached in .state/kafka/<version>/libs
+# (a no-op once there).
 kafka-jars: setup
-	$(BIN)/python -m harness.db.kafka_dist
+	@$(BIN)/python -m harness.db.kafka_dist >/dev/null
 
 lint: setup
 	$(BIN)/ruff check .

@@ -4,11 +4,14 @@ log, plain lines: each phase, and a status line every `every` seconds."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from rich.console import Console
 from rich.live import Live
+
+log = logging.getLogger("harness.run")
 
 
 class Progress:
@@ -20,6 +23,7 @@ class Progress:
         self.t0 = time.monotonic()
 
     def phase(self, text: str) -> None:
+        log.info("%s", text)
         stamp = f"[{time.monotonic() - self.t0:6.1f}s]"
         if self.live:
             self.live.console.print(f"{stamp} {text}")

@@ -7,7 +7,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from checkers import offsets
 from checkers.delivery import ANOMALIES, PROPERTY_RULES
+
+
+def _rule(name: str) -> tuple[str, ...]:
+    """The counts that decide a property, from both checkers."""
+    rule = PROPERTY_RULES.get(name, ()) + offsets.PROPERTY_RULES.get(name, ())
+    return tuple(dict.fromkeys(rule))
+
 
 HELD = {True: "[green]held[/]", False: "[bold red]VIOLATED[/]", "unknown": "[yellow]unknown[/]"}
 VERDICT = {
@@ -22,7 +30,11 @@ def _examples(doc: dict[str, Any], names: tuple[str, ...], limit: int = 2) -> st
     for name in names:
         for ex in doc.get("anomalies", {}).get(name, {}).get("examples", [])[:limit]:
             at = ", ".join(str(i) for i in ex["indexes"])
-            lines.append(f"{name}: id {ex['id']} @ {at}")
+            if "id" in ex:
+                who = f"id {ex['id']}"
+            else:  # offset anomalies name several ids, or a cycle of txns
+                who = "ids " + "/".join(map(str, ex["ids"])) if "ids" in ex else "txns"
+            lines.append(f"{name}: {who} @ {at}")
     return "\n".join(lines)
 
 
@@ -33,7 +45,7 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
     for col in ("property", "claimed", "held?", "counts", "first examples (id @ history index)"):
         table.add_column(col)
     for name, prop in doc["properties"].items():
-        rule = PROPERTY_RULES.get(name, ())
+        rule = _rule(name)
         shown = ", ".join(f"{k}={counts[k]}" for k in rule if k in counts)
         if prop.get("reason") and prop["valid"] is not False:
             shown += f"\n[dim]{prop['reason']}[/]"
@@ -45,7 +57,8 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
             _examples(doc, rule),
         )
     console.print(table)
-    summary = ", ".join(f"{k} {v}" for k, v in counts.items() if k not in ANOMALIES or v)
+    quiet = (*ANOMALIES, *offsets.ANOMALIES)
+    summary = ", ".join(f"{k} {v}" for k, v in counts.items() if k not in quiet or v)
     console.print(f"messages: {summary}")
     hist = doc.get("history", {})
     if hist.get("truncated-line"):

@@ -4,10 +4,12 @@ killed harness leaves behind."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,7 @@ def state(tmp_path_factory):
 
 
 def run(state, tmp_path, **kw):
+    """One run in-process on this module's cluster; returns (run dir, results)."""
     opts = RunOptions(
         state=str(state),
         store=str(tmp_path / "store"),
@@ -47,18 +50,27 @@ def fault_kinds(ops):
     return {op["f"] for op in ops if op["process"] == "nemesis" and op["value"] is not None}
 
 
-def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pauses(
-    state, tmp_path
-):
-    run_dir, doc = run(
+@pytest.fixture(scope="module")
+def quorum_run(state, tmp_path_factory):
+    return run(
         state,
-        tmp_path,
+        tmp_path_factory.mktemp("quorum"),
         time_limit=30,
         nemesis=["partition", "kill", "pause"],
-        nemesis_interval=3,
+        nemesis_interval=5,  # faults start at 5, 15 and 25 s: one of each kind
         seed=7,
-        system_options={"queue_type": "quorum", "confirms": True, "ack": "manual"},
+        # partitions must outlast detection (net_ticktime) to be partitions at all
+        system_options={
+            "queue_type": "quorum",
+            "confirms": True,
+            "ack": "manual",
+            "net_ticktime": 5,
+        },
     )
+
+
+def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pauses(quorum_run):
+    run_dir, doc = quorum_run
     ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
     assert {"start-partition", "start-kill", "start-pause"} <= fault_kinds(ops)
     assert {"stop-partition", "stop-kill", "stop-pause"} <= fault_kinds(ops)
@@ -215,3 +227,34 @@ def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_heals_it(state, tmp_pat
     )
     assert r.returncode == 0, r.stderr
     assert cut_rules(nodes) == 0
+
+
+def test_the_report_renders_in_a_real_browser_with_verdict_and_plots(quorum_run, tmp_path):
+    run_dir, doc = quorum_run
+    report = run_dir / "report.html"
+    junit = ET.parse(run_dir / "junit.xml").getroot().find("testsuite")
+    assert {c.get("name") for c in junit.findall("testcase")} == set(doc["properties"])
+    assert junit.get("failures") == "0"  # the claimed at-least-once held
+    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    url = report.resolve().as_uri()
+    dom = subprocess.run(
+        [*chromium, "--dump-dom", url], capture_output=True, text=True, timeout=120
+    ).stdout
+    assert 'id="verdict"' in dom and 'id="overall"' in dom and "VALID" in dom
+    for plot in ("latency", "throughput", "outcomes"):
+        assert re.search(rf'id="{plot}">\s*<svg', dom), plot
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [*chromium, "--window-size=1200,2400", f"--screenshot={shot}", url],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    from PIL import Image
+
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1200, 2400)
+    # a page with a table and plots, not a blank or error page: many colours, some of
+    # them the plots' (green ok points, the fault shading)
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert len(colours) > 500

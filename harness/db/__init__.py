@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from ..remote import Remote
+from ..remote import Remote, RemoteError
 
 
 class DBError(RuntimeError):
@@ -45,3 +45,46 @@ class DB(Protocol):
 
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs into the run's store; never raises."""
+
+
+class PidfileProcess:
+    """Signals by the pid `pid(node)` reads from the node's pidfile, never by name."""
+
+    def pid(self, node: Remote) -> int | None:
+        raise NotImplementedError
+
+    def signal(self, node: Remote, sig: str) -> bool:
+        pid = self.pid(node)
+        if pid:
+            node.run(f"kill -{sig} {pid}", check=False)
+        return pid is not None
+
+    def kill(self, node: Remote) -> bool:
+        """SIGKILL, and wait until the pid is gone: a restart must find the ports free."""
+        pid = self.pid(node)
+        if pid is None:
+            return False
+        node.run(
+            f"kill -KILL {pid}; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; "
+            "sleep 0.1; done; exit 1",
+            check=False,
+            timeout=20,
+        ).check()
+        return True
+
+    def pause(self, node: Remote) -> bool:
+        return self.signal(node, "STOP")
+
+    def resume(self, node: Remote) -> bool:
+        return self.signal(node, "CONT")
+
+
+def copy_dirs(node: Remote, dirs: list[str], into: Path) -> None:
+    """Copies every file of the node's `dirs` into `into`; never raises (logs are best effort)."""
+    into.mkdir(parents=True, exist_ok=True)
+    for d in dirs:
+        try:
+            for name in node.run(f"ls {d}", check=False).out.split():
+                node.get(f"{d}/{name}", into / name)
+        except RemoteError:
+            pass

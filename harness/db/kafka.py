@@ -25,7 +25,7 @@ from kafka import KafkaAdminClient
 
 from ..localcluster import DEFAULT_STATE
 from ..remote import Remote, RemoteError
-from . import DBError
+from . import DBError, PidfileProcess, copy_dirs
 from .kafka_dist import DEFAULT_VERSION, ensure_kafka
 
 STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
@@ -68,7 +68,7 @@ class _Admin(KafkaAdminClient):
             raise
 
 
-class Kafka:
+class Kafka(PidfileProcess):
     name = "kafka"
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
@@ -299,31 +299,9 @@ class Kafka:
             f"{timeout or self.opts.ready_timeout:.0f} s; last seen {seen} ([] = no answer); {logs}"
         )
 
-    def signal(self, node: Remote, sig: str) -> bool:
-        pid = self.pid(node)
-        if pid:
-            node.run(f"kill -{sig} {pid}", check=False)
-        return pid is not None
-
-    def kill(self, node: Remote) -> bool:
-        return self.signal(node, "KILL")
-
-    def pause(self, node: Remote) -> bool:
-        return self.signal(node, "STOP")
-
-    def resume(self, node: Remote) -> bool:
-        return self.signal(node, "CONT")
-
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs and config into the store; never raises."""
-        into.mkdir(parents=True, exist_ok=True)
-        d = self.dir(node)
-        try:
-            for sub in ("log", "etc"):
-                for name in node.run(f"ls {d}/{sub}", check=False).out.split():
-                    node.get(f"{d}/{sub}/{name}", into / name)
-        except RemoteError:
-            pass
+        copy_dirs(node, [f"{self.dir(node)}/log", f"{self.dir(node)}/etc"], into)
 
     def teardown(self, node: Remote) -> None:
         """Kills the broker (resuming it first if paused) and removes its data; never raises."""

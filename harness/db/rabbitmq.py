@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..remote import Remote, RemoteError
-from . import DBError
+from . import DBError, PidfileProcess, copy_dirs
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
@@ -43,7 +43,7 @@ class RabbitMQOptions:
             )
 
 
-class RabbitMQ:
+class RabbitMQ(PidfileProcess):
     name = "rabbitmq"
 
     def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):
@@ -162,14 +162,23 @@ class RabbitMQ:
         return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
 
     def await_node(self, node: Remote) -> None:
-        t = int(self.opts.ready_timeout)
-        r = self.ctl(node, f"await_startup --timeout {t}", timeout=t + 10, check=False)
-        if r.exit != 0:
-            tail = node.run(f"tail -5 {self.dir(node)}/log/console.out", check=False).out
-            raise DBError(
-                f"{node.name}: RabbitMQ {self.node_name(node)} did not finish booting within "
-                f"{t} s (await_startup: {(r.err or r.out).strip()[-300:]}; console: {tail.strip()})"
-            )
+        """Until the node has booted. `await_startup` fails at once while the VM
+        has not yet registered with epmd, so it is retried up to the deadline."""
+        t = self.opts.ready_timeout
+        deadline = time.monotonic() + t
+        while True:
+            left = max(1, int(deadline - time.monotonic()))
+            r = self.ctl(node, f"await_startup --timeout {left}", timeout=left + 10, check=False)
+            if r.exit == 0:
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+        tail = node.run(f"tail -5 {self.dir(node)}/log/console.out", check=False).out
+        raise DBError(
+            f"{node.name}: RabbitMQ {self.node_name(node)} did not finish booting within "
+            f"{t:.0f} s (await_startup: {(r.err or r.out).strip()[-300:]}; console: {tail.strip()})"
+        )
 
     def running_nodes(self, via: Remote) -> list[str]:
         r = self.ctl(via, "cluster_status --formatter json", check=False, timeout=30)
@@ -189,40 +198,9 @@ class RabbitMQ:
             time.sleep(0.5)
         raise DBError(f"RabbitMQ cluster never showed all of {want} running; last seen {seen}")
 
-    def signal(self, node: Remote, sig: str) -> bool:
-        pid = self.pid(node)
-        if pid:
-            node.run(f"kill -{sig} {pid}", check=False)
-        return pid is not None
-
-    def kill(self, node: Remote) -> bool:
-        """SIGKILL, and wait until the pid is gone: a restart must find the ports free."""
-        pid = self.pid(node)
-        if pid is None:
-            return False
-        node.run(
-            f"kill -KILL {pid}; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; "
-            "sleep 0.1; done; exit 1",
-            check=False,
-            timeout=20,
-        ).check()
-        return True
-
-    def pause(self, node: Remote) -> bool:
-        return self.signal(node, "STOP")
-
-    def resume(self, node: Remote) -> bool:
-        return self.signal(node, "CONT")
-
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs into the store; never raises."""
-        into.mkdir(parents=True, exist_ok=True)
-        try:
-            names = node.run(f"ls {self.dir(node)}/log", check=False).out.split()
-            for name in names:
-                node.get(f"{self.dir(node)}/log/{name}", into / name)
-        except RemoteError:
-            pass
+        copy_dirs(node, [f"{self.dir(node)}/log"], into)
 
     def teardown(self, node: Remote) -> None:
         """Kills the node (resuming it first if paused), its epmd, its data; never raises."""

@@ -1,0 +1,274 @@
+"""report.html: one self-contained file (inline SVG plots, inline CSS, no
+network) that opens from disk: the verdict first, then the configuration,
+the plots, and the anomalies, each example linking to the history lines it
+cites (copied into the report, so the links work without the history)."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("svg")  # no display; SVG stays sharp and inlines as text
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .plotdata import PlotData, describe_fault  # noqa: E402
+
+REPORT_FILE = "report.html"
+COLOURS = {"ok": "#2e7d32", "fail": "#c62828", "info": "#f9a825"}
+FAULT_COLOURS = {
+    "partition": "#90caf9",
+    "kill": "#ef9a9a",
+    "pause": "#ce93d8",
+    "loss": "#ffe082",
+    "crash-client": "#8d6e63",
+}
+HELD = {True: ("held", "held"), False: ("VIOLATED", "violated"), "unknown": ("unknown", "unknown")}
+VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
+table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #ccc;padding:.35em .6em;
+vertical-align:top;text-align:left} th{background:#f3f3f3}
+.held{color:#2e7d32;font-weight:bold}.violated{color:#c62828;font-weight:bold}
+.unknown{color:#b26a00;font-weight:bold}
+.verdict{font-size:1.4em;padding:.3em .8em;display:inline-block;border-radius:4px;color:#fff}
+.VALID{background:#2e7d32}.INVALID{background:#c62828}.UNKNOWN{background:#b26a00}
+pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.85em}
+.plot svg{max-width:100%;height:auto} .op:target{background:#fff59d}
+"""
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prolog: it is inline
+
+
+def _shade_faults(ax, data: PlotData) -> None:
+    labelled = set()
+    for name, start, end, value in data.faults:
+        colour = FAULT_COLOURS.get(name, "#bdbdbd")
+        stop = data.end if end is None else end
+        label = name if name not in labelled else None
+        labelled.add(name)
+        if stop - start < 0.05:
+            ax.axvline(start, color=colour, lw=1.2, label=label)
+        else:
+            ax.axvspan(start, stop, color=colour, alpha=0.35, label=label, lw=0)
+            ax.text(
+                start,
+                1.0,
+                describe_fault(name, value),
+                transform=ax.get_xaxis_transform(),
+                fontsize=7,
+                va="bottom",
+                rotation=30,
+                color="#444",
+            )
+
+
+def latency_plot(data: PlotData) -> str:
+    fig, ax = plt.subplots(figsize=(11, 4))
+    _shade_faults(ax, data)
+    for typ, colour in COLOURS.items():
+        for f, marker in (("send", "."), ("receive", "x"), ("txn", "+"), ("drain", "s")):
+            pts = [(t, ms) for t, ms, ff, ty in data.latencies if ty == typ and ff == f]
+            if pts:
+                ax.scatter(
+                    *zip(*pts, strict=True),
+                    s=4,
+                    c=colour,
+                    marker=marker,
+                    label=f"{f} {typ}",
+                    alpha=0.6,
+                    rasterized=True,  # thousands of points: one inline image, not 20k paths
+                    linewidths=0.5,
+                )
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title("Latency of every operation (shaded: faults)")
+    ax.legend(fontsize=7, ncol=4, loc="upper right", markerscale=3)
+    return _svg(fig)
+
+
+def throughput_plot(data: PlotData) -> str:
+    fig, ax = plt.subplots(figsize=(11, 3.5))
+    _shade_faults(ax, data)
+    series: dict[tuple[str, str], dict[int, int]] = {}
+    for s, f, typ, n in data.throughput:
+        series.setdefault((f, typ), {})[s] = n
+    for (f, typ), points in sorted(series.items()):
+        xs = list(range(min(points), max(points) + 1))  # a quiet second is a 0, not a gap
+        ax.plot(
+            xs,
+            [points.get(x, 0) for x in xs],
+            lw=1.2,
+            label=f"{f} {typ}",
+            color=COLOURS.get(typ),
+            ls="-" if f == "send" else "--",
+        )
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("completions / s")
+    ax.set_title("Throughput per operation and outcome")
+    ax.legend(fontsize=7, ncol=4, loc="upper right")
+    return _svg(fig)
+
+
+OUTCOMES = (
+    "acknowledged",
+    "failed",
+    "indeterminate",
+    "delivered",
+    "lost",
+    "duplicated",
+    "recovered",
+    "unexpected",
+    "aborted-read",
+)
+
+
+def outcome_plot(counts: dict[str, int]) -> str:
+    names = [n for n in OUTCOMES if n in counts]
+    fig, ax = plt.subplots(figsize=(8, 3))
+    bad = {"lost", "duplicated", "unexpected", "aborted-read"}
+    bars = ax.barh(
+        names,
+        [counts[n] for n in names],
+        color=["#c62828" if n in bad else "#546e7a" for n in names],
+    )
+    ax.bar_label(bars, fontsize=7, padding=2)
+    ax.invert_yaxis()
+    ax.set_title("Message outcomes (distinct ids)")
+    return _svg(fig)
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _verdict_table(doc: dict[str, Any]) -> str:
+    rows = []
+    counts = doc.get("counts", {})
+    rules = property_rules()
+    for name, p in doc["properties"].items():
+        word, cls = HELD.get(p["valid"], (str(p["valid"]), "unknown"))
+        shown = ", ".join(f"{k}={counts[k]}" for k in rules.get(name, ()) if k in counts)
+        reason = f"<br><small>{_e(p['reason'])}</small>" if p.get("reason") else ""
+        rows.append(
+            f"<tr><td>{_e(name)}</td><td>{'yes' if p['claimed'] else 'no'}</td>"
+            f"<td class='{cls}'>{word}</td><td>{_e(shown)}{reason}</td></tr>"
+        )
+    return (
+        "<table id='verdict'><tr><th>property</th><th>claimed</th><th>held?</th>"
+        "<th>counts</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def property_rules() -> dict[str, tuple[str, ...]]:
+    """Each property and the counts it is made of (the offset checker adds its own)."""
+    from checkers.delivery import PROPERTY_RULES
+
+    rules = dict(PROPERTY_RULES)
+    try:  # the offset checker adds its own properties where present
+        from checkers import offsets
+
+        for name, counts in getattr(offsets, "PROPERTY_RULES", {}).items():
+            rules[name] = tuple(dict.fromkeys(rules.get(name, ()) + tuple(counts)))
+    except ImportError:
+        pass
+    return rules
+
+
+def _anomalies(doc: dict[str, Any]) -> tuple[str, set[int]]:
+    cited: set[int] = set()
+    parts = []
+    for name, a in doc.get("anomalies", {}).items():
+        items = []
+        for ex in a.get("examples", []):
+            idx = ex.get("indexes", [])
+            cited.update(idx)
+            links = ", ".join(f"<a href='#op-{i}'>{i}</a>" for i in idx)
+            ident = ex.get("id", ex.get("ids", ""))
+            items.append(f"<li>id {_e(ident)}: {_e(ex.get('what', ''))} — history {links}</li>")
+        parts.append(
+            f"<h3 id='anomaly-{_e(name)}'>{_e(name)}: {a['count']}</h3><ul>{''.join(items)}</ul>"
+        )
+    return ("".join(parts) or "<p>No anomalies.</p>"), cited
+
+
+def cited_lines(history: Path, indexes: set[int]) -> dict[int, str]:
+    """The history lines the examples cite, read in one streaming pass."""
+    want, out = sorted(indexes), {}
+    if not want or not history.exists():
+        return out
+    last = want[-1]
+    with open(history, "rb") as fh:
+        for i, line in enumerate(fh):
+            if i in indexes:
+                out[i] = line.decode(errors="replace").rstrip("\n")
+            if i >= last:
+                break
+    return out
+
+
+def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> str:
+    anomalies, cited = _anomalies(doc)
+    lines = cited_lines(run / "history.jsonl", cited)
+    verdict = VERDICT.get(doc["valid"], str(doc["valid"]))
+    name = test.get("name", run.parent.name)
+    stats_path = run / "stats.json"
+    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+    faults = "".join(
+        f"<tr><td>{_e(n)}</td><td>{s:.1f}</td><td>{'' if e is None else f'{e:.1f}'}</td>"
+        f"<td>{_e(describe_fault(n, v))}</td></tr>"
+        for n, s, e, v in data.faults
+    )
+    ops = "".join(
+        f"<div class='op' id='op-{i}'><b>{i}</b> <code>{_e(text)}</code></div>"
+        for i, text in sorted(lines.items())
+    )
+    config = {
+        k: test[k]
+        for k in ("system", "config", "claims", "nemesis", "time_limit", "concurrency", "nodes")
+        if k in test
+    }
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>queuecheck: {_e(name)}</title>
+<style>{CSS}</style></head><body>
+<h1>queuecheck: {_e(name)}</h1>
+<p class="sub">{_e(run)} · {_e(test.get("started", ""))}</p>
+<h2>Verdict</h2>
+<span class="verdict {verdict}" id="overall">{verdict}</span>
+{_verdict_table(doc)}
+<p>Messages: {_e(", ".join(f"{k} {v}" for k, v in doc.get("counts", {}).items()))}</p>
+<h2>Configuration</h2>
+<pre>{_e(json.dumps(config, indent=2))}</pre>
+<p>Claims, and where the vendor makes them:</p>
+<ul>{"".join(f"<li>{_e(n)}</li>" for n in test.get("claim_notes", []))}</ul>
+<p>Run: {_e(json.dumps(stats))}</p>
+<h2>Latency</h2><div class="plot" id="latency">{latency_plot(data)}</div>
+<p><small>{len(data.latencies)} of {data.completions} completions drawn.</small></p>
+<h2>Throughput</h2><div class="plot" id="throughput">{throughput_plot(data)}</div>
+<h2>Outcomes</h2><div class="plot" id="outcomes">{outcome_plot(doc.get("counts", {}))}</div>
+<h2>Faults</h2>
+<table><tr><th>fault</th><th>start (s)</th><th>end (s)</th><th>what</th></tr>{faults}</table>
+<h2>Anomalies</h2>{anomalies}
+<h2>Cited history lines</h2>{ops or "<p>None.</p>"}
+</body></html>
+"""
+
+
+def write_report(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> Path:
+    out = run / REPORT_FILE
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(render(run, doc, test, data))
+    tmp.replace(out)
+    return out

@@ -1,0 +1,60 @@
+"""junit.xml: one test case per checked property, so any CI can gate on it.
+
+A claimed property that was violated is a <failure> (message: the counts
+and the first examples); claimed but undecidable is an <error>; a property
+the configuration does not claim is <skipped> with what was observed, so a
+gate fails only on what the vendor promised."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+JUNIT_FILE = "junit.xml"
+
+
+def _detail(doc: dict[str, Any], name: str, rules: dict[str, tuple[str, ...]]) -> str:
+    counts = doc.get("counts", {})
+    prop = doc["properties"][name]
+    parts = [f"{k}={counts[k]}" for k in rules.get(name, ()) if k in counts]
+    if prop.get("reason"):
+        parts.append(prop["reason"])
+    for anomaly in rules.get(name, ()):
+        for ex in doc.get("anomalies", {}).get(anomaly, {}).get("examples", [])[:3]:
+            where = ", ".join(str(i) for i in ex.get("indexes", []))
+            parts.append(f"{anomaly}: id {ex.get('id', ex.get('ids'))} at history {where}")
+    return "; ".join(parts)
+
+
+def junit_xml(doc: dict[str, Any], test_name: str, rules: dict[str, tuple[str, ...]]) -> str:
+    suite = ET.Element("testsuite", name=f"queuecheck.{test_name}")
+    failures = errors = skipped = 0
+    for name, prop in doc["properties"].items():
+        case = ET.SubElement(suite, "testcase", classname=f"queuecheck.{test_name}", name=name)
+        detail = _detail(doc, name, rules)
+        valid = prop["valid"]
+        if not prop["claimed"]:
+            skipped += 1
+            word = {True: "held", False: "violated", "unknown": "unknown"}.get(valid, str(valid))
+            ET.SubElement(case, "skipped", message=f"not claimed; observed {word}: {detail}")
+        elif valid is False:
+            failures += 1
+            ET.SubElement(case, "failure", message=detail, type="violated").text = detail
+        elif valid == "unknown":
+            errors += 1
+            ET.SubElement(case, "error", message=detail, type="unknown").text = detail
+    suite.set("tests", str(len(doc["properties"])))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(run: Path, doc: dict[str, Any], test_name: str, rules) -> Path:
+    out = run / JUNIT_FILE
+    out.write_text(junit_xml(doc, test_name, rules))
+    return out

@@ -1,0 +1,112 @@
+"""What the report plots, computed by Spark so a large history never has to
+fit in memory: op latencies (a bounded sample), completions per second per
+operation and outcome, and the nemesis intervals. Only these small tables
+come back to the driver."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import SparkSession, Window
+from pyspark.sql import functions as F
+
+# process is an int for clients and "nemesis" for faults: read as text.
+SCHEMA = "index LONG, time LONG, process STRING, type STRING, f STRING, value STRING"
+MAX_POINTS = 20_000  # latency points drawn; beyond that a uniform sample
+
+
+@dataclass
+class PlotData:
+    # (seconds since start, latency ms, f, type) of client completions
+    latencies: list[tuple[float, float, str, str]] = field(default_factory=list)
+    # (second, f, type, count)
+    throughput: list[tuple[int, str, str, int]] = field(default_factory=list)
+    # (name, start s, end s or None while still active at the end, start value)
+    faults: list[tuple[str, float, float | None, str]] = field(default_factory=list)
+    completions: int = 0
+    end: float = 0.0
+
+
+def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) -> PlotData:
+    ops = spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(history))
+    client = ops.filter(F.col("process") != "nemesis")
+    by_process = Window.partitionBy("process").orderBy("index")
+    done = (
+        client.select(
+            "index",
+            "time",
+            "f",
+            "type",
+            F.lag("time").over(by_process).alias("t0"),
+            F.lag("type").over(by_process).alias("prev"),
+        )
+        .filter((F.col("type") != "invoke") & (F.col("prev") == "invoke"))
+        .select(
+            (F.col("time") / 1e9).alias("t"),
+            ((F.col("time") - F.col("t0")) / 1e6).alias("ms"),
+            "f",
+            "type",
+        )
+        .cache()
+    )
+    n = done.count()
+    sample = done if n <= max_points else done.sample(fraction=max_points / n, seed=1)
+    latencies = [(r.t, r.ms, r.f, r.type) for r in sample.collect()]
+    tput = (
+        done.groupBy(F.floor("t").cast("int").alias("s"), "f", "type")
+        .count()
+        .orderBy("s")
+        .collect()
+    )
+    done.unpersist()
+    nemesis = (
+        ops.filter((F.col("process") == "nemesis") & F.col("value").isNotNull())
+        .select("time", "f", "value")
+        .orderBy("index")
+        .collect()
+    )
+    end = ops.agg(F.max("time")).first()[0] or 0
+    return PlotData(
+        latencies=latencies,
+        throughput=[(r.s, r.f, r.type, r["count"]) for r in tput],
+        faults=fault_intervals([(r.time / 1e9, r.f, r.value) for r in nemesis]),
+        completions=n,
+        end=end / 1e9,
+    )
+
+
+def fault_intervals(
+    events: list[tuple[float, str, str]],
+) -> list[tuple[str, float, float | None, str]]:
+    """Pairs each `start-x` (its completion, which says what was done) with the
+    next `stop-x`; a one-shot fault (a client crash) is an instant."""
+    out: list[tuple[str, float, float | None, str]] = []
+    open_: dict[str, tuple[float, str]] = {}
+    for t, f, value in events:
+        kind, _, name = f.partition("-")
+        if kind == "start":
+            if name == "crash-client":
+                out.append((name, t, t, value))
+            else:
+                open_[name] = (t, value)
+        elif kind == "stop" and name in open_:
+            start, v = open_.pop(name)
+            out.append((name, start, t, v))
+    out += [(name, start, None, v) for name, (start, v) in open_.items()]
+    return sorted(out, key=lambda x: x[1])
+
+
+def describe_fault(name: str, value: str) -> str:
+    """A short label: `partition halves`, `kill n2` ..."""
+    try:
+        v = json.loads(value)
+    except (TypeError, ValueError):
+        return name
+    if isinstance(v, dict):
+        detail = v.get("shape") or v.get("node") or ",".join(v.get("nodes", [])) or ""
+        if "crashed" in v:
+            detail = ",".join(str(c.get("process")) for c in v["crashed"])
+        return f"{name} {detail}".strip()
+    return name

@@ -1,0 +1,112 @@
+"""Reports without a cluster: junit.xml's shape, fault intervals, the HTML
+from a small real history (Spark computes its plot data), and the store
+served over HTTP on localhost."""
+
+import json
+import re
+import threading
+import urllib.request
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from reports.html import property_rules, render
+from reports.junit import junit_xml
+from reports.plotdata import fault_intervals, plot_data
+from reports.serve import make_server
+from tests.histories import Builder
+
+DOC = {
+    "valid": False,
+    "properties": {
+        "at-most-once": {"valid": False, "claimed": False, "reason": "duplicated=1"},
+        "at-least-once": {"valid": False, "claimed": True, "reason": "lost=1"},
+        "exactly-once-effect": {"valid": "unknown", "claimed": True, "reason": "no effects ops"},
+    },
+    "counts": {
+        "attempted": 3,
+        "acknowledged": 3,
+        "lost": 1,
+        "duplicated": 1,
+        "unexpected": 0,
+        "aborted-read": 0,
+    },
+    "anomalies": {
+        "lost": {"count": 1, "examples": [{"id": 3, "indexes": [4, 5], "what": "never read"}]},
+        "duplicated": {"count": 1, "examples": [{"id": 1, "indexes": [7, 9], "what": "twice"}]},
+    },
+}
+
+
+def test_junit_has_one_case_per_property_and_fails_only_claimed_violations():
+    root = ET.fromstring(junit_xml(DOC, "rabbitmq-quorum", property_rules()))
+    suite = root.find("testsuite")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == set(DOC["properties"])
+    assert suite.get("tests") == "3" and suite.get("failures") == "1"
+    assert suite.get("errors") == "1" and suite.get("skipped") == "1"
+    failure = cases["at-least-once"].find("failure")
+    assert "lost=1" in failure.get("message") and "id 3 at history 4, 5" in failure.get("message")
+    assert cases["exactly-once-effect"].find("error") is not None
+    assert "observed violated" in cases["at-most-once"].find("skipped").get("message")
+
+
+def test_fault_intervals_pair_starts_with_stops_and_keep_open_ones():
+    events = [
+        (1.0, "start-partition", '{"shape": "halves"}'),
+        (3.0, "stop-partition", '"network healed"'),
+        (4.0, "start-crash-client", '{"crashed": []}'),
+        (5.0, "start-kill", '{"node": "n2"}'),
+    ]
+    got = fault_intervals(events)
+    assert [(n, s, e) for n, s, e, _ in got] == [
+        ("partition", 1.0, 3.0),
+        ("crash-client", 4.0, 4.0),
+        ("kill", 5.0, None),
+    ]
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    b = Builder()
+    b.nemesis("start-partition", None)
+    b.nemesis("start-partition", {"shape": "isolate", "grudge": {}})
+    for i in range(1, 4):
+        b.send(i, [i])
+    b.receive(10, [1, 2])
+    b.nemesis("stop-partition", "network healed")
+    b.receive(11, [1])
+    run = tmp_path / "store" / "demo" / "20260101T000000"
+    run.mkdir(parents=True)
+    b.write(run / "history.jsonl")
+    (run / "test.json").write_text(json.dumps({"name": "demo", "claim_notes": ["x: y"]}))
+    (run / "results.json").write_text(json.dumps(DOC))
+    return run
+
+
+def test_html_report_has_verdict_plots_and_cited_lines(spark, run_dir):
+    data = plot_data(spark, run_dir / "history.jsonl")
+    assert data.completions == 5
+    assert [f[0] for f in data.faults] == ["partition"]
+    page = render(run_dir, DOC, {"name": "demo"}, data)
+    assert "id='verdict'" in page and page.count("<svg") == 3
+    assert "href='#op-4'" in page and "id='op-4'" in page  # examples link to their lines
+    # self-contained: nothing is loaded from elsewhere (namespace URIs are not loads)
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page) and "<link" not in page
+
+
+def test_serve_lists_runs_with_their_verdict_on_localhost(run_dir):
+    store = run_dir.parents[1]
+    (run_dir / "report.html").write_text("<html>report</html>")
+    server = make_server(store, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        index = urllib.request.urlopen(base + "/", timeout=5).read().decode()
+        assert "demo" in index and "INVALID" in index
+        assert "demo/20260101T000000/report.html" in index
+        page = urllib.request.urlopen(base + "/demo/20260101T000000/report.html", timeout=5)
+        assert page.read() == b"<html>report</html>"
+    finally:
+        server.shutdown()
+        server.server_close()
