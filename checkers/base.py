@@ -13,8 +13,15 @@ from typing import Any, Literal, Protocol
 Validity = bool | Literal["unknown"]
 UNKNOWN: Literal["unknown"] = "unknown"
 
-# The three properties of the contract, in the order reports show them.
-PROPERTIES = ("at-most-once", "at-least-once", "exactly-once-effect")
+# The three properties of the contract, then the offset checker's, in the
+# order reports show them.
+PROPERTIES = (
+    "at-most-once",
+    "at-least-once",
+    "exactly-once-effect",
+    "per-partition-order",
+    "read-committed",
+)
 
 
 def worst(*vs: Validity) -> Validity:

@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from harness import sidecar
 from harness.history import (
@@ -28,7 +29,7 @@ from harness.history import (
     read_history,
 )
 
-from .schema import CORRUPT, OP
+from .schema import CORRUPT, MSG, OP
 
 # The capacity in which an op mentions a message. ATTEMPTs of invokes that
 # never completed become OPEN_ATTEMPT once the pairing pass has found them.
@@ -44,6 +45,10 @@ class HistoryFacts:
     effects_ops: int = 0
     drains_invoked: int = 0
     drains_ok: int = 0
+    # Client ops that mention a message with a known offset (Kafka, streams),
+    # and txns that completed ok: whether the offset checks have work to do.
+    offset_ops: int = 0
+    ok_txns: int = 0
 
     @property
     def final_read_complete(self) -> bool:
@@ -72,6 +77,63 @@ class LoadedHistory:
             is_open = F.col("index").isin(self.facts.open_invokes)
             role = F.when((role == ATTEMPT) & is_open, OPEN_ATTEMPT).otherwise(role)
         return self.occurrences.select("id", role.alias("role"), F.col("index").alias("idx"), "n")
+
+    def message_rows(self, markers: tuple[str, ...] = ()) -> DataFrame:
+        """One row per message a send/receive/drain/txn op mentions, every
+        type including invokes: (index, proc, f, type, mop, pos, id, queue,
+        partition, offset); `mop` is the txn mop's f, `pos` the message's
+        place in the op. Client ops whose f is in `markers` (assign ...) add
+        one row each, with null message fields. Read from the JSONL even
+        when the ops came from the sidecar, which has neither queue nor
+        process per message."""
+        ops = self.ops if "value" in self.ops.columns else _json_ops(self.spark, Path(self.path))
+        f, v = F.col("f"), F.col("value")
+        fields = ("id", "queue", "partition", "offset")
+        # Plain ops explode their msgs as they are, in generated code; only a
+        # txn's mops go through transform, which Spark interprets: each msg
+        # then carries its mop's f in `key`, which no checker reads.
+        txn_msgs = F.flatten(
+            F.transform(
+                F.coalesce(v["mops"], F.array()),
+                lambda mop: F.transform(
+                    F.coalesce(mop["msgs"], _empty(_MSGS)), lambda m: m.withField("key", mop["f"])
+                ),
+            )
+        )
+        is_marker = f.isin(*markers) if markers else F.lit(False)
+        items = (
+            F.when(is_marker, F.lit(None))
+            .when(f == "txn", txn_msgs)
+            .otherwise(F.coalesce(v["msgs"], _empty(_MSGS)))
+        )
+        kinds = ("send", "receive", "drain", "txn", *markers)
+        wanted = F.col("is_client") & ~F.col("bad") & f.isin(*kinds)
+        mop = F.when(f == "txn", F.col("m.key")).alias("mop")
+        # posexplode_outer: a marker's null array still yields its one row;
+        # message ops never explode a null (coalesced to empty arrays above).
+        return (
+            ops.filter(wanted)
+            .select("index", "proc", "f", "type", F.posexplode_outer(items).alias("pos", "m"))
+            .filter(F.col("m").isNotNull() | is_marker)
+            .select("index", "proc", "f", "type", mop, "pos", *(f"m.{k}" for k in fields))
+        )
+
+
+def _json_ops(spark: SparkSession, p: Path) -> DataFrame:
+    raw = (
+        spark.read.schema(OP)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(str(p))
+    )
+    return annotate(raw)
+
+
+def _sidecar_offset_ops(spark: SparkSession, files: dict[str, Path]) -> int:
+    """1 if any message of the sidecar has an offset, else 0. Cheap: Parquet
+    statistics skip row groups whose offsets are all null."""
+    msgs = spark.read.parquet(str(files["msgs"]))
+    return msgs.filter(F.col("offset").isNotNull()).limit(1).count()
 
 
 def _jsonl_occurrences(ops: DataFrame) -> DataFrame:
@@ -140,6 +202,7 @@ def truncated_tail(path: Path) -> bool:
 # by row; the common ops (send, receive, drain, effects) avoid them so the
 # whole scan stays in generated code. Only txn mops use them.
 LONGS = "array<bigint>"
+_MSGS = T.ArrayType(MSG)
 _NEVER = -(2**63)
 
 
@@ -149,7 +212,7 @@ def _has_null(ids: Column) -> Column:
     return F.array_contains(ids, F.lit(_NEVER)).isNull()
 
 
-def _empty(kind: str = LONGS) -> Column:
+def _empty(kind: str | T.DataType = LONGS) -> Column:
     return F.array().cast(kind)
 
 
@@ -255,6 +318,20 @@ def occurrences() -> Column:
     )
 
 
+def _has_offset(ops: DataFrame) -> Column:
+    """Whether an op mentions a message with an offset (false where `ops` has
+    no values: the sidecar answers that from its own columns)."""
+    if "value" not in ops.columns:
+        return F.lit(False)
+    f, v = F.col("f"), F.col("value")
+    # array_max skips nulls: non-null iff some message has an offset.
+    plain = F.array_max(v["msgs"]["offset"]).isNotNull()
+    txn = F.array_max(
+        F.flatten(F.transform(v["mops"], lambda m: F.coalesce(m["msgs"]["offset"], _empty())))
+    ).isNotNull()
+    return F.coalesce(F.when(f == "txn", txn).otherwise(plain), F.lit(False))
+
+
 def _dec(name: str) -> Column:
     return F.col(name).cast("decimal(38,0)")
 
@@ -279,6 +356,7 @@ def _facts_and_problems(ops: DataFrame) -> dict:
         "proc",
         pairing_bad.alias("pairing_bad"),
         open_invoke.alias("open_invoke"),
+        _has_offset(ops).alias("has_offset"),
     )
 
     def count_if(c: Column) -> Column:
@@ -305,6 +383,10 @@ def _facts_and_problems(ops: DataFrame) -> dict:
         ),
         count_if(F.col("is_client") & (F.col("f") == "drain") & (F.col("type") == "ok")).alias(
             "drains_ok"
+        ),
+        count_if(F.col("is_client") & ~F.col("bad") & F.col("has_offset")).alias("offset_ops"),
+        count_if(F.col("is_client") & (F.col("f") == "txn") & (F.col("type") == "ok")).alias(
+            "ok_txns"
         ),
     ).first()
     return row.asDict()
@@ -337,13 +419,7 @@ def load_history(
         ops, occ = _sidecar_frames(spark, files)
     else:
         truncated = truncated_tail(p)
-        raw = (
-            spark.read.schema(OP)
-            .option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT)
-            .json(str(p))
-        )
-        ops = annotate(raw)
+        ops = _json_ops(spark, p)
     facts = _facts_and_problems(ops)
     n, bad = facts["n"], facts["bad"]
     tail_only = truncated and bad == 1 and facts["bad_without_index"] == 1
@@ -380,6 +456,8 @@ def load_history(
             effects_ops=facts["effects_ops"],
             drains_invoked=facts["drains_invoked"],
             drains_ok=facts["drains_ok"],
+            offset_ops=_sidecar_offset_ops(spark, files) if files else facts["offset_ops"],
+            ok_txns=facts["ok_txns"],
         ),
     )
 

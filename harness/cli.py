@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
@@ -14,6 +12,11 @@ from harness.history import HISTORY_FILE, HistoryError
 
 EXIT = {True: 0, False: 1, "unknown": 2}
 err = Console(stderr=True)
+
+
+def _out() -> Console:
+    # A CI log is no terminal: give tables room instead of rich's 80 columns.
+    return Console() if sys.stdout.isatty() else Console(width=140)
 
 
 def _spark_conf(pairs: list[str]) -> dict[str, str]:
@@ -44,8 +47,34 @@ def cmd_check(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else history_path(args.path).parent / RESULTS_FILE
     write_results(doc, out)
     print_verdict(doc)
-    Console().print(f"results: {out}")
+    _out().print(f"results: {out}")
     return EXIT[doc["valid"]]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Regenerates report.html and junit.xml of a stored run."""
+    from reports.build import build_reports
+
+    html, junit = build_reports(
+        Path(args.path), master=args.spark_master, driver_memory=args.driver_memory
+    )
+    _out().print(f"report: {html}\njunit: {junit}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serves the store on localhost: an index of runs linking to their reports."""
+    from reports.serve import make_server
+
+    server = make_server(Path(args.store), args.port)
+    _out().print(f"serving {args.store} on http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -56,27 +85,16 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not hp.is_file():
         raise FileNotFoundError(f"no history at {hp}")
     files = sidecar.build(hp)
-    Console().print(f"sidecar: {files['ops']}, {files['msgs']}")
+    _out().print(f"sidecar: {files['ops']}, {files['msgs']}")
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Until the cluster runs land: judge the spec's example history in a run dir."""
-    from harness.store import new_run_dir, write_test
+    """The main job: a short fault-injection run of each broker on the local cluster."""
+    from harness.demo import run_demo
 
-    run = new_run_dir("demo-spec-example", Path(args.store))
-    example = resources.files("checkers") / "examples" / "spec-example-history.jsonl"
-    with resources.as_file(example) as src:
-        shutil.copyfile(src, run / HISTORY_FILE)
-    write_test(
-        run, {"name": "demo-spec-example", "claims": ["at-least-once", "exactly-once-effect"]}
-    )
-    Console().print(f"checking the spec's example history in {run}")
-    args.path, args.claims, args.out, args.no_sidecar = str(run), None, None, False
-    code = cmd_check(args)
-    # The example is invalid by design (a lost and a duplicated message): the
-    # demo succeeded if it judged, whatever the verdict.
-    return 0 if code in (0, 1) else code
+    spark = {"spark_master": args.spark_master, "driver_memory": args.driver_memory}
+    return run_demo(args.store, args.state, args.time_limit, spark, _out())
 
 
 def _local_cluster(args: argparse.Namespace):
@@ -96,7 +114,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from harness.remote import Remote
 
     cluster = _local_cluster(args)
-    out = Console()
+    out = _out()
     if args.action == "up":
         from nemesis.iptables import heal_leftovers
 
@@ -127,9 +145,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     from harness.runner import Interrupted, Run, RunOptions
     from reports.console import print_verdict
 
-    system_options = {
-        k: v
-        for k, v in {
+    # Each system gets its own options only: one system's flags never reach another.
+    per_system = {
+        "rabbitmq": {
             "queue_type": args.queue_type,
             "confirms": args.confirms,
             "ack": args.ack,
@@ -137,9 +155,25 @@ def cmd_test(args: argparse.Namespace) -> int:
             "net_ticktime": args.net_ticktime,
             "batch": args.receive_batch,
             "prefetch": args.prefetch,
-        }.items()
-        if v is not None
+        },
+        "kafka": {
+            "acks": args.acks,
+            "idempotence": args.idempotence,
+            "retries": args.retries,
+            "replication_factor": args.replication_factor,
+            "min_insync_replicas": args.min_insync_replicas,
+            "unclean_leader_election": args.unclean_leader_election,
+            "partitions": args.partitions,
+            "consumer_mode": args.consumer_mode,
+            "txn": args.txn or None,
+            "send_batch": args.send_batch,
+            "receive_batch": args.receive_batch,
+            "version": args.kafka_version,
+            "kafka_home": args.kafka_home,
+            "heap": args.kafka_heap,
+        },
     }
+    system_options = {k: v for k, v in per_system[args.system].items() if v is not None}
     opts = RunOptions(
         system=args.system,
         name=args.name,
@@ -166,7 +200,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         spark_master=args.spark_master,
         driver_memory=args.driver_memory,
     )
-    out = Console()
+    out = _out()
     try:
         run, doc = Run(opts, out).execute()
     except Interrupted as e:
@@ -181,8 +215,10 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def _add_test_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--system", choices=["rabbitmq"], default="rabbitmq")
-    p.add_argument("--name", help="test name in the store (default: system-queue_type)")
+    p.add_argument("--system", choices=["rabbitmq", "kafka"], default="rabbitmq")
+    p.add_argument(
+        "--name", help="test name in the store (default: rabbitmq-quorum, kafka-acks-all ...)"
+    )
     p.add_argument(
         "--cluster-file", help="JSON/TOML list of SSH nodes instead of the local cluster"
     )
@@ -219,8 +255,46 @@ def _add_test_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--net-ticktime", type=int, help="Erlang net_ticktime seconds (default 10)")
     g.add_argument("--prefetch", type=int, help="consumer prefetch with manual acks (default 64)")
     g.add_argument(
-        "--receive-batch", type=int, help="messages one receive hands over at most (default 16)"
+        "--receive-batch",
+        type=int,
+        help="messages one receive hands over at most (default 16; kafka: 500)",
     )
+    g = p.add_argument_group("kafka")
+    g.add_argument("--acks", choices=["0", "1", "all"], help="producer acks (default all)")
+    g.add_argument(
+        "--idempotence",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="idempotent producer (default: on with --acks all)",
+    )
+    g.add_argument("--retries", type=int, help="producer retries (default: until the deadline)")
+    g.add_argument("--replication-factor", type=int, help="topic replication (default 3)")
+    g.add_argument("--min-insync-replicas", type=int, help="min.insync.replicas (default 2)")
+    g.add_argument(
+        "--unclean-leader-election",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let an out-of-sync replica become leader (default off)",
+    )
+    g.add_argument("--partitions", type=int, help="topic partitions (default 3)")
+    g.add_argument(
+        "--consumer-mode",
+        choices=["subscribe", "assign"],
+        help="group subscription with rebalances (default) or manual assignment",
+    )
+    g.add_argument(
+        "--txn",
+        action="store_true",
+        help="transactional producers (txn ops), read_committed consumers",
+    )
+    g.add_argument(
+        "--send-batch",
+        type=int,
+        help="messages per send op (default 100) / sends per txn (default 5)",
+    )
+    g.add_argument("--kafka-version", help="Kafka version from Maven Central (default 4.3.1)")
+    g.add_argument("--kafka-home", help="an unpacked Kafka (or its libs dir) instead")
+    g.add_argument("--kafka-heap", help="broker JVM heap (default 512m)")
     p.add_argument("--no-check", action="store_true", help="record only; check later")
 
 
@@ -264,6 +338,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_options(p)
     p.set_defaults(func=cmd_check)
 
+    p = sub.add_parser("report", help="regenerate report.html and junit.xml of a stored run")
+    p.add_argument("path", help="a run directory (e.g. store/latest)")
+    _add_spark_options(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("serve", help="serve the store on localhost with an index of runs")
+    p.add_argument("--store", default="store")
+    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free one)")
+    p.set_defaults(func=cmd_serve)
+
     p = sub.add_parser("index", help="build the columnar sidecar of a history (faster re-checks)")
     p.add_argument("path")
     p.set_defaults(func=cmd_index)
@@ -281,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the main job on the embedded default")
     p.add_argument("--store", default="store")
+    p.add_argument("--state", default=".state", help="state directory (keys, jars)")
+    p.add_argument("--time-limit", type=float, default=30, help="seconds per run (default 30)")
     _add_spark_options(p)
     p.set_defaults(func=cmd_demo)
     return ap

@@ -27,6 +27,15 @@ PRESETS: list[tuple[str, str, dict[str, Any]]] = [
             "system_options": {"queue_type": "quorum", "confirms": True, "ack": "manual"},
         },
     ),
+    (
+        "demo-kafka-acks-all",
+        "Kafka KRaft, acks=all, idempotent producer, min.insync.replicas=2, consumer group",
+        {
+            "system": "kafka",
+            "nemesis": ["partition", "kill", "pause"],
+            "system_options": {"acks": "all", "idempotence": True},
+        },
+    ),
 ]
 
 

@@ -1,5 +1,10 @@
 """What the workers do next: sends from producer slots, receives from the
-rest, under a time limit and an optional rate, until told to stop."""
+rest, under a time limit and an optional rate, until told to stop.
+
+A send op carries `batch` messages (the contract allows several: a client
+that batches, like Kafka's producer, is then not held to one round trip
+per message); with `txn`, producers emit `txn` ops instead, each of
+`batch` send mops of one message."""
 
 from __future__ import annotations
 
@@ -17,9 +22,16 @@ class QueueOps:
         producers: int,
         time_limit: float,
         rate: float = 0.0,
+        batch: int = 1,
+        txn: bool = False,
     ):
-        """`rate` is sends per second over all producers; 0 = as fast as they go."""
+        """`rate` is send (or txn) ops per second over all producers; 0 = as fast
+        as they go."""
+        if batch < 1:
+            raise ValueError(f"send batch: {batch} is below 1")
         self.queue = queue
+        self.batch = batch
+        self.txn = txn
         self.producers = producers
         self.time_limit = time_limit
         self.rate = rate
@@ -55,5 +67,8 @@ class QueueOps:
         if slot < self.producers:
             if not self._pace():
                 return None
-            return {"f": "send", "value": {"msgs": [{"id": next(self._ids), "queue": self.queue}]}}
+            msgs = [{"id": next(self._ids), "queue": self.queue} for _ in range(self.batch)]
+            if self.txn:
+                return {"f": "txn", "value": {"mops": [{"f": "send", "msgs": [m]} for m in msgs]}}
+            return {"f": "send", "value": {"msgs": msgs}}
         return {"f": "receive", "value": {"queue": self.queue}}

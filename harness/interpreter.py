@@ -30,8 +30,18 @@ GRACE = 2.0  # seconds an aborted call gets to return before it is abandoned
 
 
 def unknown(op: Op, error: str) -> Op:
-    """The info completion of `op`: a send repeats its msgs, a read carries none."""
-    return complete(op, "info", op["value"] if op["f"] == "send" else None, error)
+    """The info completion of `op`: a send (or txn) repeats its msgs, a read carries none."""
+    return complete(op, "info", op["value"] if op["f"] in ("send", "txn") else None, error)
+
+
+def acknowledged(rec: Op) -> int:
+    """How many messages an ok completion acknowledges."""
+    value = rec.get("value") or {}
+    if rec["f"] == "send":
+        return len(value.get("msgs", ()))
+    if rec["f"] == "txn":
+        return sum(len(m.get("msgs", ())) for m in value.get("mops", ()) if m.get("f") == "send")
+    return 0
 
 
 class Slot:
@@ -66,6 +76,8 @@ class Interpreter:
         self.op_timeout = op_timeout
         self.slots = [Slot(i, i, new_client(i)) for i in range(concurrency)]
         self.counts: Counter[tuple[str, str]] = Counter()  # (f, type) of completions
+        self._tally_lock = threading.Lock()
+        self.acked = 0  # messages in ok sends and ok txns' send mops (one op may carry many)
         self._threads: dict[int, threading.Thread] = {}  # the live worker of each slot
         self._done = threading.Event()
 
@@ -106,11 +118,17 @@ class Interpreter:
                     rec = self.history.append(comp)
                 except HistoryError as e:  # a client bug must not leave the invoke open
                     rec = self.history.append(unknown(inv, f"invalid completion: {e}"))
-            self.counts[(rec["f"], rec["type"])] += 1
+            self._tally(rec)
             if rec["type"] == "ok":
                 client.after_recorded(rec)
             elif rec["type"] == "info":
                 self._retire(slot)
+
+    def _tally(self, rec: Op) -> None:
+        with self._tally_lock:  # += from many threads would lose updates
+            self.counts[(rec["f"], rec["type"])] += 1
+            if rec["type"] == "ok":
+                self.acked += acknowledged(rec)
 
     def _deadline(self) -> float:
         return time.monotonic() + self.op_timeout
@@ -142,7 +160,7 @@ class Interpreter:
                     rec = self.history.append(
                         unknown(inv, f"no answer within {self.op_timeout:.0f} s")
                     )
-                    self.counts[(rec["f"], rec["type"])] += 1
+                    self._tally(rec)
                     self._retire(slot)
                     log.warning("slot %d abandoned a stuck %s", slot.index, inv["f"])
                 self._spawn(slot)
@@ -171,8 +189,16 @@ class Interpreter:
         self._done.set()
         return not alive
 
-    def close(self) -> None:
-        """Closes every client; an op still open stays open (the checker reads it as info)."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Closes every client at once; one whose clean close hangs (a broker that
+        does not answer) is aborted. An op still open stays open: the checker
+        reads it as info."""
         self._done.set()
-        for slot in self.slots:
-            slot.client.close()
+        closing = [threading.Thread(target=s.client.close, daemon=True) for s in self.slots]
+        for t in closing:
+            t.start()
+        deadline = time.monotonic() + timeout
+        for slot, t in zip(self.slots, closing, strict=True):
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                slot.client.abort()

@@ -36,12 +36,22 @@ def test_spec_example_gives_the_specs_counts_and_verdict(spark, tmp_path):
         "effect-duplicated": 1,
         "effect-unexpected": 0,
         "effect-aborted": 0,
+        # The offset checker: id 5 sits at offset 2, below offset 3 that a read reached.
+        "lost-write": 1,
+        "inconsistent-offsets": 0,
+        "duplicate": 0,
+        "poll-skip": 0,
+        "nonmonotonic-poll": 0,
+        "nonmonotonic-send": 0,
+        "G1a": 0,
+        "G0": 0,
+        "G1c": 0,
     }
     assert doc["valid"] is False
     assert doc["properties"]["at-least-once"] == {
         "valid": False,
         "claimed": True,
-        "reason": "lost=1",
+        "reason": "lost=1; lost-write=1",
     }
     assert doc["properties"]["at-most-once"]["claimed"] is False
     assert doc["anomalies"]["lost"]["examples"][0]["id"] == 5

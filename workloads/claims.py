@@ -30,7 +30,61 @@ CLAIMS: list[Row] = [
         "delivery is settled as it is sent and never redelivered (and lost if the "
         "consumer dies holding it)",
     ),
+    # Kafka. The config is what harness/systems.py `kafka` records: acks
+    # ("0", "1", "all"), idempotence, min_insync_replicas, unclean_leader_election,
+    # txn (transactional producers, read_committed consumers).
+    (
+        "kafka",
+        lambda c: _durable(c),
+        ("at-least-once",),
+        "Kafka docs, Design 'Replication' and producer config 'acks': with acks=all a "
+        "record is acknowledged once every in-sync replica has it, and is not lost as long "
+        "as one in-sync replica remains; min.insync.replicas>=2 and no unclean leader "
+        "election keep an out-of-sync replica from becoming leader; consumers committing "
+        "after processing get at-least-once delivery ('Message Delivery Semantics')",
+    ),
+    (
+        "kafka",
+        lambda c: _durable(c) and c["idempotence"],
+        ("per-partition-order",),
+        "Kafka docs, Introduction 'Guarantees': records sent by a producer to a partition "
+        "are appended, and seen by consumers, in the order they are sent; KIP-98: the "
+        "idempotent producer keeps that order (and writes once) across retries",
+    ),
+    (
+        "kafka",
+        lambda c: not _durable(c),
+        (),
+        "no at-least-once claim: with acks=0/1, min.insync.replicas<2 or unclean leader "
+        "election, a leader failover can drop writes that were acknowledged (Kafka docs, "
+        "Design 'Replication': availability over durability)",
+    ),
+    (
+        "kafka",
+        lambda c: c["txn"],
+        ("read-committed",),
+        "KIP-98 / Kafka docs 'Message Delivery Semantics': a transaction's writes to many "
+        "partitions are atomic; consumers with isolation.level=read_committed read only "
+        "committed transactional records, never aborted ones",
+    ),
+    (
+        "kafka",
+        lambda c: True,
+        (),
+        "no at-most-once claim: a consumer group that commits after processing redelivers "
+        "records whose offsets were not committed when a consumer died or a rebalance moved "
+        "the partition (Kafka docs, 'Message Delivery Semantics')",
+    ),
 ]
+
+
+def _durable(c: Config) -> bool:
+    return (
+        c["acks"] == "all"
+        and c["min_insync_replicas"] >= 2
+        and c["replication_factor"] >= c["min_insync_replicas"]
+        and not c["unclean_leader_election"]
+    )
 
 
 def claims_for(system: str, config: Config) -> tuple[list[str], list[str]]:
@@ -40,5 +94,5 @@ def claims_for(system: str, config: Config) -> tuple[list[str], list[str]]:
     for row_system, applies, props, source in CLAIMS:
         if row_system == system and applies(config):
             claims += [p for p in props if p not in claims]
-            notes.append(f"{', '.join(props)}: {source}")
+            notes.append(f"{', '.join(props)}: {source}" if props else source)
     return claims, notes

@@ -1,0 +1,128 @@
+"""`queuecheck test --system kafka` for real: a 3-node KRaft cluster,
+kafka-python producers and group consumers, faults, the drain, the Spark
+checker; acks=all holding up, acks=1 judged honestly, transactions."""
+
+import json
+
+import pytest
+
+from harness.history import read_history
+from harness.localcluster import LocalCluster
+from harness.runner import Run, RunOptions
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = {"subnet": "10.77.5.0/24", "bridge": "qckbr5", "prefix": "qcz-"}
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    """A cluster of this module's own; removed at the end."""
+    state = tmp_path_factory.mktemp("state")
+    cluster = LocalCluster(nodes=3, state=state / "cluster", **CLUSTER)
+    cluster.down()
+    yield state
+    assert cluster.down() == []
+
+
+def run(state, tmp_path, system_options, **kw):
+    opts = RunOptions(
+        system="kafka",
+        state=str(state),
+        store=str(tmp_path / "store"),
+        driver_memory="1g",
+        **CLUSTER,
+        system_options={"base": str(tmp_path / "kafka"), "heap": "384m", **system_options},
+        **kw,
+    )
+    return Run(opts).execute()
+
+
+def fault_kinds(ops):
+    return {op["f"] for op in ops if op["process"] == "nemesis" and op["value"] is not None}
+
+
+def completions(ops, f, typ):
+    return [op for op in ops if op["f"] == f and op["type"] == typ and op["process"] != "nemesis"]
+
+
+def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path):
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "idempotence": True},
+        time_limit=30,
+        nemesis=["partition", "kill"],
+        nemesis_interval=4,
+        seed=11,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
+    assert {"start-partition", "start-kill"} <= fault_kinds(ops)
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["name"] == "kafka-acks-all"
+    assert test["claims"] == ["at-least-once", "per-partition-order"]
+    oks = completions(ops, "send", "ok")
+    assert oks and all(
+        isinstance(m["partition"], int) and isinstance(m["offset"], int)
+        for op in oks
+        for m in op["value"]["msgs"]
+    )
+    assert any(op["f"] == "assign" for op in ops)  # rebalances are in the history
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 500
+    assert counts["lost"] == 0
+    assert doc["history"]["final-read-complete"] is True
+    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True}
+    stats = json.loads((run_dir / "stats.json").read_text())
+    assert stats["acknowledged-per-second"] > 0
+    print(f"\nacks=all: {stats['acknowledged-per-second']} acknowledged msgs/s; {counts}")
+    print("properties:", json.dumps(doc["properties"]))
+
+
+def test_acks_1_with_leader_kills_is_judged_without_an_at_least_once_claim(state, tmp_path):
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "1", "idempotence": False, "min_insync_replicas": 1},
+        time_limit=20,
+        nemesis=["kill"],
+        nemesis_interval=3,
+        seed=5,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    assert "start-kill" in fault_kinds(ops)
+    test = json.loads((run_dir / "test.json").read_text())
+    assert "at-least-once" not in test["claims"]
+    assert any("no at-least-once claim" in note for note in test["claim_notes"])
+    prop = doc["properties"]["at-least-once"]
+    assert prop["claimed"] is False
+    counts = doc["counts"]
+    print(f"\nacks=1 under kills: {counts}; at-least-once {prop}")
+    if counts["lost"] > 0 and doc["history"]["final-read-complete"]:
+        assert prop["valid"] is False
+        example = doc["anomalies"]["lost"]["examples"][0]
+        cited = [ops[i] for i in example["indexes"]]
+        assert cited[-1]["f"] == "send" and cited[-1]["type"] == "ok"
+
+
+def test_transactions_under_kills_are_checked(state, tmp_path):
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"txn": True, "send_batch": 3},
+        time_limit=20,
+        nemesis=["kill"],
+        nemesis_interval=5,
+        seed=3,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    assert "start-kill" in fault_kinds(ops)
+    assert completions(ops, "txn", "ok")
+    assert not completions(ops, "send", "invoke")  # producers only run transactions
+    test = json.loads((run_dir / "test.json").read_text())
+    assert "read-committed" in test["claims"]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert {"at-least-once", "at-most-once"} <= set(results["properties"])
+    assert doc["counts"]["aborted-read"] == 0
+    assert doc["counts"]["G1a"] == 0 and doc["counts"]["G1c"] == 0
+    assert doc["properties"]["read-committed"] == {"valid": True, "claimed": True}

@@ -1,0 +1,151 @@
+"""How fast queuecheck drives Kafka, next to Kafka's own producer perf tool.
+
+One cluster, one sitting: a queuecheck run (acks=all, no faults, not
+checked) records its acknowledged messages per second; then, before the
+teardown, Kafka's `ProducerPerformance` (java -cp '<libs>/*', on a node
+over SSH) writes to a topic with the same settings. Prints both figures
+and their ratio.
+
+    python -m workloads.kafka_perf --time 30
+    python -m workloads.kafka_perf --time 30 --records 200000 --record-size 100 \\
+        --subnet 10.77.5.0/24 --bridge qckbr5 --prefix qcz- --state /tmp/perf-state
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+import time
+
+from rich.console import Console
+
+from harness.remote import Remote
+from harness.runner import Run, RunOptions, System
+
+SENT = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg")
+
+
+def perf_tool(
+    system: System,
+    node: Remote,
+    records: int = 200_000,
+    record_size: int = 100,
+    acks: str = "all",
+    timeout: float = 900,
+) -> dict:
+    """Kafka's own producer benchmark against the run's cluster, on a topic
+    made like the run's (partitions, replication, min.insync.replicas)."""
+    from harness.systems import create_topic
+
+    db = system.db
+    topic = f"{system.queue}-perf"
+    create_topic(db, topic, system.config["partitions"])
+    cmd = (
+        f"java -Xms256m -Xmx256m -cp {shlex.quote(str(db.libs))}/'*' "
+        "org.apache.kafka.tools.ProducerPerformance "
+        f"--topic {topic} --num-records {records} --record-size {record_size} "
+        f"--throughput -1 --producer-props bootstrap.servers={db.bootstrap()} acks={acks} "
+        "2>&1"
+    )
+    started = time.monotonic()
+    r = node.run(cmd, timeout=timeout)
+    lines = [ln for ln in r.out.splitlines() if SENT.search(ln)]
+    if not lines:
+        raise RuntimeError(f"ProducerPerformance printed no summary: {r.out[-800:]}")
+    sent, rate, mb, latency = SENT.search(lines[-1]).groups()
+    return {
+        "records": int(sent),
+        "records-per-second": float(rate),
+        "mb-per-second": float(mb),
+        "avg-latency-ms": float(latency),
+        "seconds": round(time.monotonic() - started, 1),
+        "summary": lines[-1].strip(),
+    }
+
+
+class PerfRun(Run):
+    """A queuecheck run that, once drained and before the teardown, runs the
+    perf tool on the same cluster."""
+
+    def __init__(self, opts: RunOptions, records: int, record_size: int, console=None):
+        super().__init__(opts, console)
+        self.records, self.record_size = records, record_size
+        self.perf: dict | None = None
+
+    def _final_phase(self, history, system, nodes, schedule, interp) -> None:
+        super()._final_phase(history, system, nodes, schedule, interp)
+        self.progress.phase(f"Kafka's ProducerPerformance: {self.records} records")
+        self.perf = perf_tool(system, nodes[0], self.records, self.record_size)
+        self.stats["perf-tool"] = self.perf
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m workloads.kafka_perf", description=__doc__)
+    ap.add_argument("--time", type=float, default=30, help="queuecheck main phase, seconds")
+    ap.add_argument("--records", type=int, default=200_000, help="perf tool records")
+    ap.add_argument("--record-size", type=int, default=100, help="bytes per record (both)")
+    ap.add_argument("--concurrency", type=int, default=10)
+    ap.add_argument("--producers", type=int)
+    ap.add_argument("--send-batch", type=int, default=100, help="messages per send op")
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--store", default="store")
+    ap.add_argument("--base", help="brokers' data directory (default /var/lib/queuecheck)")
+    ap.add_argument("--heap", help="broker heap (default 512m)")
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--subnet", default="10.77.0.0/24")
+    ap.add_argument("--bridge", default="qcbr0")
+    ap.add_argument("--prefix", default="qc-")
+    ap.add_argument("--state", default=".state")
+    ap.add_argument("--cluster-file")
+    args = ap.parse_args(argv)
+    system_options = {
+        "acks": "all",
+        "partitions": args.partitions,
+        "send_batch": args.send_batch,
+        "value_size": args.record_size,
+        **({"base": args.base} if args.base else {}),
+        **({"heap": args.heap} if args.heap else {}),
+    }
+    opts = RunOptions(
+        system="kafka",
+        name="kafka-perf",
+        nodes=args.nodes,
+        cluster_file=args.cluster_file,
+        subnet=args.subnet,
+        bridge=args.bridge,
+        prefix=args.prefix,
+        state=args.state,
+        store=args.store,
+        time_limit=args.time,
+        concurrency=args.concurrency,
+        producers=args.producers,
+        nemesis=[],
+        system_options=system_options,
+        check=False,
+    )
+    console = Console()
+    run = PerfRun(opts, args.records, args.record_size, console)
+    run_dir, _ = run.execute()
+    ours = run.stats.get("acknowledged-per-second", 0.0)
+    theirs = (run.perf or {}).get("records-per-second")
+    out = {
+        "run": str(run_dir),
+        "queuecheck-acked-per-second": ours,
+        "queuecheck-harness-cpu-cores": run.stats.get("harness-cpu-cores"),
+        "perf-tool": run.perf,
+        "ratio": round(ours / theirs, 4) if theirs else None,
+    }
+    console.print(json.dumps(out, indent=2))
+    if theirs:
+        console.print(
+            f"queuecheck {ours:,.0f} acked msgs/s; Kafka ProducerPerformance "
+            f"{theirs:,.0f} records/s; ratio {ours / theirs:.3f}"
+        )
+    return 0 if theirs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

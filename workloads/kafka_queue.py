@@ -1,0 +1,599 @@
+"""The Kafka queue workload: kafka-python clients on one topic.
+
+- `send`: the op's messages (the id in the value bytes, the key if the msg has one) go
+  through a KafkaProducer shared by the producer processes of one node (the
+  producer batches what many threads send, as Kafka's own clients do), then
+  each future is awaited under the op's deadline. All acknowledged → ok,
+  with the partition and offset the broker assigned; a rejection the broker
+  makes before appending, which kafka-python does not retry (record too
+  large, invalid topic, not authorized ...) → fail; a send that raised
+  before the record was queued → fail (nothing left us); anything else
+  (timeouts, lost connections, NotEnoughReplicasAfterAppend, errors that
+  survived the retries, a mix of outcomes) → info. With acks=0 every send is
+  info: the broker never confirms a write.
+- `receive`: a consumer in the run's group (`subscribe`: the group
+  coordinator assigns partitions and rebalances under faults; `assign`: the
+  consumer takes a share of the partitions itself), auto-commit off. One
+  poll is one receive; its records, in delivery order, carry partition and
+  offset. Offsets are committed only once the completion is on disk
+  (`after_recorded`); a failed commit drops the consumer, so the records
+  come again: at-least-once. Every assignment (and revocation) is recorded
+  as an `assign` (`revoke`) op of the consumer's process, written by the
+  worker between its own ops, so a reader of the history sees where the
+  poll sequence restarts.
+- `drain`: final phase; `open` assigns every partition, captures the end
+  offsets and seeks to the beginning; each drain returns up to 1000
+  records, and an empty one once every partition reached its end. With
+  transactions, it reads committed data only and waits (bounded) for open
+  transactions to end first.
+
+Every broker call is bounded (send futures, poll, commit, metadata and
+bootstrap waits are all below the op deadline), and `abort` drops the
+clients at once (closing them in the background) so a stuck call cannot
+hold the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.errors as Errors
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from .base import Op, complete, describe
+
+log = logging.getLogger(__name__)
+
+ACKS = ("0", "1", "all")
+CONSUMER_MODES = ("subscribe", "assign")
+PAD = b"."  # value bytes: the id in ASCII digits, padded to value_size
+DRAIN_CHUNK = 1000
+
+# Broker answers that mean "refused before appending" and that kafka-python
+# does not retry: the write certainly did not happen. Retriable errors are
+# never definite, even these kinds: the retries before the last answer may
+# have written it.
+REJECTED = (
+    Errors.MessageSizeTooLargeError,
+    Errors.RecordListTooLargeError,
+    Errors.InvalidTopicError,
+    Errors.TopicAuthorizationFailedError,
+    Errors.ClusterAuthorizationFailedError,
+    Errors.TransactionalIdAuthorizationFailedError,
+    Errors.InvalidRequiredAcksError,
+    Errors.InvalidRecordError,
+    Errors.InvalidTimestampError,
+    Errors.UnsupportedForMessageFormatError,
+    Errors.UnsupportedVersionError,
+    Errors.PolicyViolationError,
+)
+# Not CorruptRecordError: a CRC failure in transit on a retry says nothing
+# about an earlier try of the same batch (the Java client retries it).
+
+
+def rejected(e: BaseException) -> bool:
+    """True if `e` proves the broker did not append the record."""
+    return isinstance(e, REJECTED) and not getattr(e, "retriable", False)
+
+
+@dataclass
+class KafkaQueueOptions:
+    topic: str = "queuecheck"
+    partitions: int = 3
+    acks: str = "all"
+    idempotence: bool | None = None  # default: on with acks=all (it needs acks=all)
+    retries: int | None = None  # default: kafka-python's, retry until the delivery timeout
+    consumer_mode: str = "subscribe"
+    group: str = "queuecheck"
+    txn: bool = False  # transactional producers, read_committed consumers
+    send_batch: int | None = None  # messages per send op (100), or send mops per txn (5)
+    receive_batch: int = 500  # records one poll hands to the application at most
+    poll: float = 0.1  # seconds a receive waits for records
+    value_size: int = 0  # pad values to this many bytes
+    session_timeout: float = 6.0  # consumer group session, seconds
+    txn_settle: float = 45.0  # drain: seconds to wait for open transactions to end
+
+    def __post_init__(self) -> None:
+        self.acks = str(self.acks)
+        if self.acks not in ACKS:
+            raise ValueError(f"--acks: {self.acks!r} is not one of {', '.join(ACKS)}")
+        if self.consumer_mode not in CONSUMER_MODES:
+            raise ValueError(
+                f"--consumer-mode: {self.consumer_mode!r} is not one of {', '.join(CONSUMER_MODES)}"
+            )
+        if self.txn and self.idempotence is False:
+            raise ValueError("--txn: transactions need the idempotent producer")
+        if self.idempotence is None:
+            self.idempotence = self.acks == "all"
+        if self.txn:
+            self.idempotence = True
+        if self.idempotence and self.acks != "all":
+            raise ValueError(
+                f"--idempotence (and --txn) need --acks all, not {self.acks}: "
+                "pass --no-idempotence for acks 0 or 1"
+            )
+        if self.send_batch is None:
+            self.send_batch = 5 if self.txn else 100
+        if self.partitions < 1:
+            raise ValueError(f"--partitions: {self.partitions} is below 1")
+        if self.send_batch < 1 or self.receive_batch < 1:
+            raise ValueError("--send-batch and --receive-batch must be at least 1")
+
+    # -- client configuration --------------------------------------------
+    def producer_config(self, bootstrap: str, deadline: float) -> dict[str, Any]:
+        """Timeouts under the op deadline: a metadata wait in send(), the
+        request, and the delivery (all retries) end before the op must."""
+        ms = int(deadline * 1000)
+        cfg: dict[str, Any] = {
+            "bootstrap_servers": bootstrap,
+            "acks": {"0": 0, "1": 1, "all": "all"}[self.acks],
+            "enable_idempotence": bool(self.idempotence),
+            "request_timeout_ms": max(1000, ms * 4 // 10),
+            "delivery_timeout_ms": max(2000, ms * 8 // 10),
+            "max_block_ms": max(1000, ms * 3 // 10),
+            "bootstrap_timeout_ms": max(1000, ms // 2),
+            "reconnect_backoff_max_ms": 1000,
+            "retry_backoff_ms": 100,
+            "metadata_max_age_ms": 30000,
+        }
+        if self.retries is not None:
+            cfg["retries"] = self.retries
+        return cfg
+
+    def consumer_config(self, bootstrap: str, deadline: float, group: bool) -> dict[str, Any]:
+        ms = int(deadline * 1000)
+        return {
+            "bootstrap_servers": bootstrap,
+            "group_id": self.group if group else None,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "isolation_level": "read_committed" if self.txn else "read_uncommitted",
+            "max_poll_records": self.receive_batch,
+            "fetch_max_wait_ms": 100,
+            "request_timeout_ms": max(2000, ms * 4 // 10),
+            "session_timeout_ms": int(self.session_timeout * 1000),
+            "heartbeat_interval_ms": max(200, int(self.session_timeout * 1000) // 5),
+            "bootstrap_timeout_ms": max(1000, ms // 2),
+            "reconnect_backoff_max_ms": 1000,
+            "retry_backoff_ms": 100,
+            "metadata_max_age_ms": 30000,
+        }
+
+    # -- messages ---------------------------------------------------------
+    def payload(self, msg: dict) -> tuple[bytes | None, bytes]:
+        value = str(msg["id"]).encode().ljust(self.value_size, PAD)
+        key = msg.get("key")
+        return (key.encode() if key is not None else None), value
+
+
+def msg_of(record, topic: str) -> dict:
+    """A consumer record as a history message."""
+    msg = {
+        "id": int(record.value.rstrip(PAD)),
+        "queue": topic,
+        "partition": record.partition,
+        "offset": record.offset,
+    }
+    if record.key is not None:
+        msg["key"] = record.key.decode(errors="replace")
+    return msg
+
+
+def _in_background(what: str, fn: Callable[[], Any]) -> None:
+    """Runs a close that may block (an unreachable broker) off the caller's thread."""
+
+    def run() -> None:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - closing a broken client may raise anything
+            log.debug("%s: %s", what, describe(e))
+
+    threading.Thread(target=run, name=f"close-{what}", daemon=True).start()
+
+
+def close_producer(producer: KafkaProducer, timeout: float) -> None:
+    """Closes, waiting up to `timeout` s per pending batch (they expire by
+    the delivery timeout); kafka-python's close gives up without stopping
+    its sender when that wait times out, so then the sender is stopped."""
+    try:
+        producer.close(timeout=timeout)
+    except Exception:  # noqa: BLE001 - a flush timeout, or a broken producer
+        sender = getattr(producer, "_sender", None)
+        if sender is not None:
+            sender.force_close()
+
+
+class ConnectFailed(RuntimeError):
+    """The client could not be made: nothing reached the broker."""
+
+
+class ProducerPool:
+    """One KafkaProducer per node, shared by the producer processes on it.
+
+    Each process still has its own ops and outcomes; the producer only
+    batches their records into fewer requests. Reference counted: the last
+    client to let go closes it (an aborting client lets go without waiting).
+    """
+
+    def __init__(self, make: Callable[[str], KafkaProducer], linger: float = 10.0):
+        """`linger`: seconds a closing producer waits for its pending batches."""
+        self.make = make
+        self.linger = linger
+        self._lock = threading.Lock()
+        self._node_locks: dict[str, threading.Lock] = {}
+        self._producers: dict[str, KafkaProducer] = {}
+        self._refs: dict[int, int] = {}
+
+    def acquire(self, node: str) -> KafkaProducer:
+        with self._lock:
+            node_lock = self._node_locks.setdefault(node, threading.Lock())
+        with node_lock:  # one bootstrap per node at a time; others need not wait
+            with self._lock:
+                p = self._producers.get(node)
+            if p is None:
+                p = self.make(node)  # may raise: nothing was sent
+                with self._lock:
+                    self._producers[node] = p
+            with self._lock:
+                self._refs[id(p)] = self._refs.get(id(p), 0) + 1
+            return p
+
+    def release(self, node: str, producer: KafkaProducer, broken: bool = False) -> None:
+        """Drops one reference; the last one (or a broken producer) closes it."""
+        with self._lock:
+            left = self._refs.get(id(producer), 1) - 1
+            self._refs[id(producer)] = left
+            current = self._producers.get(node) is producer
+            if current and (broken or left <= 0):
+                del self._producers[node]
+            close = left <= 0
+            if close:
+                self._refs.pop(id(producer), None)
+        if close:
+            _in_background(f"producer-{node}", lambda: close_producer(producer, self.linger))
+
+
+class Shares:
+    """Assign mode: which consumer owns which share of the partitions. A
+    consumer takes the lowest free share (k of n: partitions p with
+    p % n == k) and gives it back when dropped, so a replacement consumer
+    takes over exactly what its predecessor read."""
+
+    def __init__(self, n: int):
+        self.n = max(1, n)
+        self._lock = threading.Lock()
+        self._held: set[int] = set()
+
+    def acquire(self) -> int:
+        with self._lock:
+            k = next((i for i in range(self.n) if i not in self._held), len(self._held) % self.n)
+            self._held.add(k)
+            return k
+
+    def release(self, k: int) -> None:
+        with self._lock:
+            self._held.discard(k)
+
+
+class _Listener(ConsumerRebalanceListener):
+    """Notes the group's assignments (called on kafka-python's IO thread)."""
+
+    def __init__(self, events: deque):
+        self.events = events
+
+    def on_partitions_revoked(self, revoked):
+        if revoked:  # also called with nothing before a first assignment
+            self.events.append(("revoke", sorted(tp.partition for tp in revoked)))
+
+    def on_partitions_assigned(self, assigned):
+        self.events.append(("assign", sorted(tp.partition for tp in assigned)))
+
+    def on_partitions_lost(self, lost):
+        self.events.append(("revoke", sorted(tp.partition for tp in lost)))
+
+
+class KafkaQueueClient:
+    """One logical process: sends through its node's shared producer,
+    receives through its own group consumer, drains with its own reader."""
+
+    _consumer_ids = itertools.count()
+
+    def __init__(
+        self,
+        node: str,
+        bootstrap: str,
+        opts: KafkaQueueOptions,
+        pool: ProducerPool | None,
+        deadline: float = 10.0,
+        record: Callable[[dict], Any] | None = None,
+        shares: Shares | None = None,
+    ):
+        """`record` appends an op to the history (rebalances); `shares` hands
+        out the partitions in assign mode."""
+        self.node = node
+        self.bootstrap = bootstrap
+        self.opts = opts
+        self.pool = pool
+        self.deadline = deadline
+        self.record = record
+        self.shares = shares or Shares(1)
+        self._share: int | None = None
+        self.process: int | None = None
+        self._producer: KafkaProducer | None = None
+        self._consumer: KafkaConsumer | None = None
+        self._events: deque = deque()  # rebalances not yet written
+        self._to_commit: dict[TopicPartition, OffsetAndMetadata] | None = None
+        # drain state
+        self._reader: KafkaConsumer | None = None
+        self._ends: dict[TopicPartition, int] = {}
+        self._unsettled: str | None = None
+
+    # -- operations -------------------------------------------------------
+    def invoke(self, op: Op) -> Op:
+        self.process = op["process"]
+        f = op["f"]
+        if f == "send":
+            return self._send(op)
+        if f == "receive":
+            return self._receive(op)
+        if f == "drain":
+            return self._drain(op)
+        raise ValueError(f"kafka queue client: unknown f {f!r}")
+
+    # -- send -------------------------------------------------------------
+    def _producer_open(self) -> KafkaProducer:
+        if self._producer is None:
+            if self.pool is None:
+                raise ValueError("kafka queue client: no producer pool for sends")
+            try:
+                self._producer = self.pool.acquire(self.node)
+            except Exception as e:  # noqa: BLE001 - bootstrap failed: nothing sent
+                raise ConnectFailed(f"{self.node}: cannot make a producer: {describe(e)}") from None
+        return self._producer
+
+    def _send(self, op: Op) -> Op:
+        value = op["value"]
+        msgs = value["msgs"]
+        try:
+            producer = self._producer_open()
+        except ConnectFailed as e:
+            return complete(op, "fail", value, str(e))
+        topic = self.opts.topic
+        end = time.monotonic() + self.deadline * 0.9
+        futures = []
+        for msg in msgs:
+            key, payload = self.opts.payload(msg)
+            try:
+                futures.append(producer.send(topic, value=payload, key=key))
+            except Exception as e:  # noqa: BLE001 - raised before the record was queued
+                if isinstance(e, Errors.IllegalStateError):  # closed under us
+                    self._drop_producer(broken=True)
+                if not futures:
+                    return complete(op, "fail", value, f"not queued: {describe(e)}")
+                self._await(futures, end)  # the queued part may still land
+                return complete(op, "info", value, f"partly queued: {describe(e)}")
+        results = self._await(futures, end)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if not errors:
+            if self.opts.acks == "0":
+                return complete(op, "info", value, "acks=0: the broker never confirms a write")
+            out = [
+                {**m, "partition": r.partition, "offset": r.offset}
+                for m, r in zip(msgs, results, strict=True)
+            ]
+            return complete(op, "ok", {**value, "msgs": out})
+        first = describe(errors[0])
+        if len(errors) == len(results) and all(rejected(e) for e in errors):
+            return complete(op, "fail", value, f"rejected by the broker: {first}")
+        return complete(op, "info", value, first)
+
+    @staticmethod
+    def _await(futures: list, end: float) -> list:
+        """Each future's RecordMetadata or exception, waiting until `end` at most."""
+        out: list = []
+        for fut in futures:
+            try:
+                out.append(fut.get(timeout=max(0.0, end - time.monotonic())))
+            except Exception as e:  # noqa: BLE001 - classified by the caller
+                out.append(e)
+        return out
+
+    def _drop_producer(self, broken: bool = False) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None and self.pool is not None:
+            self.pool.release(self.node, producer, broken=broken)
+
+    # -- receive ----------------------------------------------------------
+    def _consumer_open(self) -> KafkaConsumer:
+        if self._consumer is not None:
+            return self._consumer
+        o = self.opts
+        cfg = o.consumer_config(self.bootstrap, self.deadline, group=True)
+        cfg["client_id"] = f"queuecheck-{self.node}-c{next(self._consumer_ids)}"
+        try:
+            c = KafkaConsumer(**cfg)
+        except Exception as e:  # noqa: BLE001 - bootstrap failed: nothing read
+            raise ConnectFailed(f"{self.node}: cannot make a consumer: {describe(e)}") from None
+        if o.consumer_mode == "subscribe":
+            c.subscribe([o.topic], listener=_Listener(self._events))
+        else:
+            self._share = k = self.shares.acquire()
+            mine = [p for p in range(o.partitions) if p % self.shares.n == k]
+            c.assign([TopicPartition(o.topic, p) for p in mine])
+            self._events.append(("assign", mine))
+        self._consumer = c
+        return c
+
+    def _flush_events(self) -> None:
+        """Writes the rebalances seen so far as ops of this process."""
+        while self._events:
+            f, partitions = self._events.popleft()
+            if self.record is None or self.process is None:
+                continue
+            self.record(
+                {
+                    "process": self.process,
+                    "type": "ok",
+                    "f": f,
+                    "node": self.node,
+                    "value": {"queue": self.opts.topic, "partitions": partitions},
+                }
+            )
+
+    def _receive(self, op: Op) -> Op:
+        self._flush_events()  # what happened since our last op comes before this one
+        try:
+            c = self._consumer_open()
+        except ConnectFailed as e:
+            return complete(op, "fail", None, str(e))
+        batches = c.poll(timeout_ms=int(self.opts.poll * 1000))
+        self._flush_events()  # a rebalance during this poll: before its records
+        msgs: list[dict] = []
+        commit: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, records in batches.items():
+            msgs.extend(msg_of(r, tp.topic) for r in records)
+            if records:
+                commit[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
+        self._to_commit = commit or None
+        return complete(op, "ok", {"msgs": msgs})
+
+    def after_recorded(self, completion: Op) -> None:
+        """Commits what the recorded receive handed over; a commit that fails
+        drops the consumer (its records come again, to whoever owns them)."""
+        offsets, self._to_commit = self._to_commit, None
+        if not offsets or completion["f"] != "receive" or self._consumer is None:
+            return
+        try:
+            self._consumer.commit(offsets, timeout_ms=int(self.deadline * 500))
+        except Exception as e:  # noqa: BLE001 - any commit failure: not committed
+            log.info("%s: commit failed, dropping the consumer: %s", self.node, describe(e))
+            self._drop_consumer()
+
+    def _drop_consumer(self) -> None:
+        c, self._consumer = self._consumer, None
+        self._to_commit = None
+        self._release_share()
+        if c is not None:
+            _in_background(
+                f"consumer-{self.node}", lambda: c.close(autocommit=False, timeout_ms=2000)
+            )
+
+    # -- drain ------------------------------------------------------------
+    def open(self) -> None:
+        """Before the first drain: a reader on every partition, from the start,
+        up to the end offsets as they are now (with transactions: once no
+        transaction is open, or after `txn_settle` s, noting it)."""
+        if self._reader is not None:
+            return
+        o = self.opts
+        cfg = o.consumer_config(self.bootstrap, self.deadline, group=False)
+        cfg["client_id"] = f"queuecheck-drain-{self.node}"
+        reader = KafkaConsumer(**cfg)
+        try:
+            tps = [TopicPartition(o.topic, p) for p in range(o.partitions)]
+            reader.assign(tps)
+            ends = reader.end_offsets(tps, timeout_ms=int(self.deadline * 1000))
+            if o.txn:
+                ends = self._settled_ends(reader, tps, ends)
+            reader.seek_to_beginning(*tps)
+        except Exception:
+            reader.close(autocommit=False, timeout_ms=1000)
+            raise
+        self._reader, self._ends = reader, ends
+
+    def _settled_ends(self, reader: KafkaConsumer, tps: list, stable: dict) -> dict:
+        """Waits until the last stable offsets reach the high watermarks: a
+        transaction left open by a retired producer hides every later
+        committed record from a read_committed reader until it times out."""
+        cfg = self.opts.consumer_config(self.bootstrap, self.deadline, group=False)
+        cfg.update(isolation_level="read_uncommitted", client_id="queuecheck-drain-hw")
+        probe = KafkaConsumer(**cfg)
+        try:
+            until = time.monotonic() + self.opts.txn_settle
+            while True:
+                high = probe.end_offsets(tps, timeout_ms=int(self.deadline * 1000))
+                behind = {
+                    tp.partition: (stable[tp], high[tp]) for tp in tps if stable[tp] < high[tp]
+                }
+                if not behind:
+                    self._unsettled = None
+                    return stable
+                if time.monotonic() > until:
+                    self._unsettled = (
+                        f"transactions still open after {self.opts.txn_settle:.0f} s: "
+                        f"partition: (stable offset, end) {behind}"
+                    )
+                    return stable
+                time.sleep(1.0)
+                stable = reader.end_offsets(tps, timeout_ms=int(self.deadline * 1000))
+        finally:
+            probe.close(autocommit=False, timeout_ms=1000)
+
+    def _drain(self, op: Op) -> Op:
+        self.open()
+        reader = self._reader
+        msgs: list[dict] = []
+        end = time.monotonic() + self.deadline * 2
+        while len(msgs) < DRAIN_CHUNK and not self._drained(reader):
+            if time.monotonic() > end:
+                if msgs:
+                    break
+                return complete(
+                    op, "info", None, f"no progress toward the end offsets {self._where()}"
+                )
+            batches = reader.poll(timeout_ms=200, max_records=DRAIN_CHUNK - len(msgs))
+            for tp, records in batches.items():
+                msgs.extend(msg_of(r, tp.topic) for r in records)
+        if not msgs and self._unsettled:
+            return complete(op, "info", None, self._unsettled)
+        return complete(op, "ok", {"msgs": msgs})
+
+    def _drained(self, reader: KafkaConsumer) -> bool:
+        return all(reader.position(tp, timeout_ms=2000) >= end for tp, end in self._ends.items())
+
+    def _where(self) -> str:
+        reader = self._reader
+        try:
+            return str(
+                {
+                    tp.partition: (reader.position(tp, timeout_ms=1000), e)
+                    for tp, e in self._ends.items()
+                }
+            )
+        except Exception as e:  # noqa: BLE001 - for an error message only
+            return f"(positions unknown: {describe(e)})"
+
+    # -- ends -------------------------------------------------------------
+    def abort(self) -> None:
+        """Drops every client without committing; closes them in the background."""
+        self._drop_producer()
+        self._drop_consumer()
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            _in_background("drain", lambda: reader.close(autocommit=False, timeout_ms=1000))
+
+    def _release_share(self) -> None:
+        k, self._share = self._share, None
+        if k is not None:
+            self.shares.release(k)
+
+    def close(self) -> None:
+        self._drop_producer()
+        self._release_share()
+        c, self._consumer = self._consumer, None
+        reader, self._reader = self._reader, None
+        for x in (c, reader):
+            if x is not None:
+                try:
+                    x.close(autocommit=False, timeout_ms=2000)
+                except Exception:  # noqa: BLE001 - closing a broken client may raise anything
+                    pass

@@ -1,0 +1,178 @@
+"""Kafka transactions: each producer process its own transactional producer.
+
+A `txn` op is begin → its send mops → commit:
+
+- every send acknowledged and the commit returned → ok, with the partition
+  and offset of every message;
+- a send or the commit failed, and abort_transaction then succeeded → fail:
+  the transaction is aborted, none of its records is ever visible to a
+  read_committed reader (KIP-98);
+- the commit or the abort did not finish under the op deadline, or the
+  abort failed too → info. kafka-python's commit and abort wait without a
+  bound, so they run on a helper thread the op stops waiting for; the
+  producer is then dropped, and the next process (a new number) gets a new
+  producer with a new transactional_id.
+
+Receives and drains are the queue client's, reading committed data only
+(the options set isolation_level=read_committed for transactional runs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafka import KafkaProducer
+
+from .base import Op, complete, describe
+from .kafka_queue import (
+    ConnectFailed,
+    KafkaQueueClient,
+    KafkaQueueOptions,
+    _in_background,
+    close_producer,
+)
+
+RUN_TOKEN = uuid.uuid4().hex[:8]  # transactional ids are unique across runs too
+
+
+def bounded(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseException | None]:
+    """Runs `fn` on a helper thread for at most `timeout` s: (finished, its error)."""
+    box: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            fn()
+            box["error"] = None
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="kafka-txn-end", daemon=True)
+    t.start()
+    t.join(max(0.0, timeout))
+    if t.is_alive():
+        return False, None
+    return True, box["error"]
+
+
+class KafkaTxnClient(KafkaQueueClient):
+    _txn_ids = itertools.count()
+
+    def __init__(self, node: str, bootstrap: str, opts: KafkaQueueOptions, **kw):
+        super().__init__(node, bootstrap, opts, pool=None, **kw)
+        self.transactional_id = f"queuecheck-{RUN_TOKEN}-{next(self._txn_ids)}"
+        self._txp: KafkaProducer | None = None
+
+    def invoke(self, op: Op) -> Op:
+        if op["f"] == "txn":
+            self.process = op["process"]
+            return self._txn(op)
+        return super().invoke(op)
+
+    def transaction_timeout_ms(self) -> int:
+        # Short, so a transaction a retired process left open is aborted by the
+        # coordinator soon and stops holding back read_committed readers.
+        return max(5000, int(self.deadline * 1000))
+
+    def _producer_txn(self) -> KafkaProducer:
+        if self._txp is not None:
+            return self._txp
+        cfg = self.opts.producer_config(self.bootstrap, self.deadline)
+        cfg.update(
+            transactional_id=self.transactional_id,
+            transaction_timeout_ms=self.transaction_timeout_ms(),
+            client_id=self.transactional_id,
+        )
+        try:
+            p = KafkaProducer(**cfg)
+        except Exception as e:  # noqa: BLE001 - bootstrap failed: nothing sent
+            raise ConnectFailed(f"{self.node}: cannot make a producer: {describe(e)}") from None
+        try:
+            p.init_transactions()  # bounded by max_block_ms
+        except Exception as e:  # noqa: BLE001 - no transaction began
+            _in_background("txn-producer", lambda: close_producer(p, 1.0))
+            raise ConnectFailed(f"{self.node}: init_transactions: {describe(e)}") from None
+        self._txp = p
+        return p
+
+    def _drop_txn_producer(self) -> None:
+        p, self._txp = self._txp, None
+        if p is not None:
+            _in_background("txn-producer", lambda: close_producer(p, self.deadline))
+
+    def _txn(self, op: Op) -> Op:
+        value = op["value"]
+        mops = value["mops"]
+        if any(m["f"] != "send" for m in mops):
+            raise ValueError("kafka txn client: only send mops are supported")
+        try:
+            p = self._producer_txn()
+        except ConnectFailed as e:
+            return complete(op, "fail", value, str(e))
+        started = time.monotonic()
+        work_end = started + self.deadline * 0.7  # sends and commit
+        abort_end = started + self.deadline * 0.9  # the abort, if needed
+        try:
+            p.begin_transaction()  # local: nothing is sent yet
+        except Exception as e:  # noqa: BLE001 - the producer is in a bad state
+            self._drop_txn_producer()
+            return complete(op, "fail", value, f"begin_transaction: {describe(e)}")
+
+        why: str | None = None
+        futures = []
+        for mop in mops:
+            for msg in mop["msgs"]:
+                key, payload = self.opts.payload(msg)
+                try:
+                    futures.append(p.send(self.opts.topic, value=payload, key=key))
+                except Exception as e:  # noqa: BLE001 - abort what was queued
+                    why = f"send: {describe(e)}"
+                    break
+            if why:
+                break
+        results = self._await(futures, work_end)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors and not why:
+            why = f"send: {describe(errors[0])}"
+        if not why:
+            finished, err = bounded(p.commit_transaction, work_end - time.monotonic())
+            if finished and err is None:
+                return complete(op, "ok", self._filled(value, results))
+            if not finished:
+                self._drop_txn_producer()
+                return complete(op, "info", value, "commit_transaction: no answer in time")
+            why = f"commit_transaction: {describe(err)}"
+
+        finished, err = bounded(p.abort_transaction, abort_end - time.monotonic())
+        if finished and err is None:
+            return complete(op, "fail", value, f"aborted after {why}")
+        self._drop_txn_producer()
+        after = "no answer in time" if not finished else describe(err)
+        return complete(op, "info", value, f"{why}; abort_transaction: {after}")
+
+    @staticmethod
+    def _filled(value: dict, results: list) -> dict:
+        it = iter(results)
+        mops = []
+        for mop in value["mops"]:
+            msgs = []
+            for m in mop["msgs"]:
+                r = next(it)
+                msgs.append({**m, "partition": r.partition, "offset": r.offset})
+            mops.append({**mop, "msgs": msgs})
+        return {**value, "mops": mops}
+
+    def abort(self) -> None:
+        self._drop_txn_producer()
+        super().abort()
+
+    def close(self) -> None:
+        p, self._txp = self._txp, None
+        if p is not None:
+            # An open transaction is aborted by the coordinator on its timeout.
+            close_producer(p, 2.0)
+        super().close()
