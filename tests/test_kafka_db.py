@@ -2,48 +2,29 @@
 every node, killed and restarted by pid, paused and resumed, torn down
 without leftovers. The jars come from the real cache (.state/kafka/...)."""
 
-import time
-
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from harness.db import DBError
 from harness.db.kafka import Kafka, KafkaOptions
-from harness.localcluster import LocalCluster
 from harness.remote import Remote
+from tests.clusters import own_cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    cluster = LocalCluster(
-        nodes=3,
-        subnet="10.77.7.0/24",
-        bridge="qckbr7",
-        prefix="qck-",
-        state=tmp_path_factory.mktemp("state") / "cluster",
-    )
-    cluster.down()
-    nodes = [Remote(s) for s in cluster.up()]
-    db = Kafka(nodes, KafkaOptions(base=str(tmp_path_factory.mktemp("kafka"))))
-    try:
-        db.setup()
-        yield db
-    finally:
-        for node in nodes:
-            db.teardown(node)
-        assert cluster.down() == []
-
-
-def wait_until(cond, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.5)
-    return False
+    with own_cluster(tmp_path_factory, "10.77.7.0/24", "qckbr7", "qck-") as cluster:
+        nodes = [Remote(s) for s in cluster.up()]
+        db = Kafka(nodes, KafkaOptions(base=str(tmp_path_factory.mktemp("kafka"))))
+        try:
+            db.setup()
+            yield db
+        finally:
+            for node in nodes:
+                db.teardown(node)
 
 
 def test_three_brokers_serve_clients_on_every_node(kafka):

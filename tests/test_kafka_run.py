@@ -7,8 +7,8 @@ import json
 import pytest
 
 from harness.history import read_history
-from harness.localcluster import LocalCluster
 from harness.runner import Run, RunOptions
+from tests.clusters import own_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -17,12 +17,9 @@ CLUSTER = {"subnet": "10.77.5.0/24", "bridge": "qckbr5", "prefix": "qcz-"}
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory):
-    """A cluster of this module's own; removed at the end."""
-    state = tmp_path_factory.mktemp("state")
-    cluster = LocalCluster(nodes=3, state=state / "cluster", **CLUSTER)
-    cluster.down()
-    yield state
-    assert cluster.down() == []
+    """The state directory of a cluster of this module's own; removed at the end."""
+    with own_cluster(tmp_path_factory, **CLUSTER) as cluster:
+        yield cluster.state.parent
 
 
 def run(state, tmp_path, system_options, **kw):

@@ -1,46 +1,27 @@
 """RabbitMQ on the local cluster: up from nothing, clustered, killed and
 restarted by pid, paused and resumed, torn down without leftovers."""
 
-import time
-
 import pika
 import pytest
 
 from harness.db.rabbitmq import RabbitMQ, RabbitMQOptions
-from harness.localcluster import LocalCluster
 from harness.remote import Remote
+from tests.clusters import own_cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def rabbit(tmp_path_factory):
-    cluster = LocalCluster(
-        nodes=3,
-        subnet="10.77.8.0/24",
-        bridge="qcrbr8",
-        prefix="qcr-",
-        state=tmp_path_factory.mktemp("state") / "cluster",
-    )
-    cluster.down()
-    nodes = [Remote(s) for s in cluster.up()]
-    db = RabbitMQ(nodes, RabbitMQOptions(base=str(tmp_path_factory.mktemp("rabbit"))))
-    try:
-        db.setup()
-        yield db
-    finally:
-        for node in nodes:
-            db.teardown(node)
-        assert cluster.down() == []
-
-
-def wait_until(cond, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.5)
-    return False
+    with own_cluster(tmp_path_factory, "10.77.8.0/24", "qcrbr8", "qcr-") as cluster:
+        nodes = [Remote(s) for s in cluster.up()]
+        db = RabbitMQ(nodes, RabbitMQOptions(base=str(tmp_path_factory.mktemp("rabbit"))))
+        try:
+            db.setup()
+            yield db
+        finally:
+            for node in nodes:
+                db.teardown(node)
 
 
 def test_three_nodes_cluster_and_serve_clients_on_every_node(rabbit):

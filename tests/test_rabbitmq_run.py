@@ -18,6 +18,7 @@ from harness.history import read_history
 from harness.localcluster import LocalCluster
 from harness.remote import Remote
 from harness.runner import Run, RunOptions
+from tests.clusters import own_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -26,12 +27,9 @@ CLUSTER = {"subnet": "10.77.6.0/24", "bridge": "qcqbr6", "prefix": "qcq-"}
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory):
-    """A cluster of this module's own; removed at the end."""
-    state = tmp_path_factory.mktemp("state")
-    cluster = LocalCluster(nodes=3, state=state / "cluster", **CLUSTER)
-    cluster.down()
-    yield state
-    assert cluster.down() == []
+    """The state directory of a cluster of this module's own; removed at the end."""
+    with own_cluster(tmp_path_factory, **CLUSTER) as cluster:
+        yield cluster.state.parent
 
 
 def run(state, tmp_path, **kw):
