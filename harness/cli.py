@@ -177,13 +177,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     opts = RunOptions(
         system=args.system,
         name=args.name,
-        nodes=args.nodes,
-        cluster_file=args.cluster_file,
-        subnet=args.subnet,
-        bridge=args.bridge,
-        prefix=args.prefix,
-        state=args.state,
-        store=args.store,
+        **cluster_kwargs(args),
         time_limit=args.time_limit,
         rate=args.rate,
         concurrency=args.concurrency,
@@ -298,7 +292,13 @@ def _add_test_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-check", action="store_true", help="record only; check later")
 
 
-def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+def cluster_kwargs(args: argparse.Namespace) -> dict:
+    """The RunOptions fields that say where the nodes are and where the run goes."""
+    keys = ("nodes", "cluster_file", "subnet", "bridge", "prefix", "state", "store")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=3, help="node count (default 3)")
     p.add_argument("--subnet", default="10.77.0.0/24", help="the nodes' private subnet")
     p.add_argument("--bridge", default="qcbr0", help="host bridge name")
@@ -354,12 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cluster", help="the local namespace cluster: up, down, status")
     p.add_argument("action", choices=["up", "down", "status"])
-    _add_cluster_options(p)
+    add_cluster_options(p)
     p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("test", help="run a test against a real cluster and judge it")
     _add_test_options(p)
-    _add_cluster_options(p)
+    add_cluster_options(p)
     _add_spark_options(p)
     p.set_defaults(func=cmd_test)
 

@@ -22,6 +22,7 @@ import time
 
 from rich.console import Console
 
+from harness.cli import add_cluster_options, cluster_kwargs
 from harness.remote import Remote
 from harness.runner import Run, RunOptions, System
 
@@ -94,11 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", default="store")
     ap.add_argument("--base", help="brokers' data directory (default /var/lib/queuecheck)")
     ap.add_argument("--heap", help="broker heap (default 512m)")
-    ap.add_argument("--nodes", type=int, default=3)
-    ap.add_argument("--subnet", default="10.77.0.0/24")
-    ap.add_argument("--bridge", default="qcbr0")
-    ap.add_argument("--prefix", default="qc-")
-    ap.add_argument("--state", default=".state")
+    add_cluster_options(ap)
     ap.add_argument("--cluster-file")
     args = ap.parse_args(argv)
     system_options = {
@@ -112,13 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = RunOptions(
         system="kafka",
         name="kafka-perf",
-        nodes=args.nodes,
-        cluster_file=args.cluster_file,
-        subnet=args.subnet,
-        bridge=args.bridge,
-        prefix=args.prefix,
-        state=args.state,
-        store=args.store,
+        **cluster_kwargs(args),
         time_limit=args.time,
         concurrency=args.concurrency,
         producers=args.producers,
