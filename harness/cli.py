@@ -189,6 +189,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         nemesis_interval=args.nemesis_interval,
         partition_shapes=_csv(args.partition_shapes) or None,
         loss_probability=args.loss_probability,
+        crash_point=args.crash_point,
+        sink=args.sink,
         system_options=system_options,
         check=not args.no_check,
         spark_master=args.spark_master,
@@ -236,6 +238,18 @@ def _add_test_options(p: argparse.ArgumentParser) -> None:
         "--partition-shapes", default="", help="isolate,halves,bridge,majorities-ring (default all)"
     )
     p.add_argument("--loss-probability", type=float, default=0.3)
+    p.add_argument(
+        "--crash-point",
+        default="next-op",
+        choices=["next-op", "before-effect", "after-effect", "after-ack"],
+        help="where crash-client strikes a consumer: before its next op (default), or while "
+        "it processes its next delivery",
+    )
+    p.add_argument(
+        "--sink",
+        choices=["naive", "dedupe"],
+        help="the consumers' side effect, in SQLite in the run directory (default: none)",
+    )
     g = p.add_argument_group("rabbitmq")
     g.add_argument("--queue-type", default="quorum", help="quorum (default), classic, mirrored")
     g.add_argument(

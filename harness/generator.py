@@ -36,6 +36,9 @@ class QueueOps:
         self.time_limit = time_limit
         self.rate = rate
         self.stop = threading.Event()
+        # Past the time limit, consumers go on (until `stop`) while producers end:
+        # with a sink, every message must be processed, not just drained.
+        self.keep_consuming = False
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._next_send = 0.0
@@ -62,7 +65,9 @@ class QueueOps:
         return not (delay > 0 and self.stop.wait(delay)) and not self.done()
 
     def __call__(self, slot: int) -> Op | None:
-        if self.done():
+        if self.stop.is_set():
+            return None
+        if self.done() and not (self.keep_consuming and slot >= self.producers):
             return None
         if slot < self.producers:
             if not self._pace():

@@ -34,6 +34,15 @@ def unknown(op: Op, error: str) -> Op:
     return complete(op, "info", op["value"] if op["f"] in ("send", "txn") else None, error)
 
 
+NEXT_OP = "next-op"
+# Moments in a consumer's processing of a delivery (see Client.after_recorded).
+CRASH_POINTS = ("before-effect", "after-effect", "after-ack")
+
+
+def _delivers(rec: Op) -> bool:
+    return rec["f"] == "receive" and bool((rec.get("value") or {}).get("msgs"))
+
+
 def acknowledged(rec: Op) -> int:
     """How many messages an ok completion acknowledges."""
     value = rec.get("value") or {}
@@ -55,7 +64,9 @@ class Slot:
         self.inflight: Op | None = None  # the written invoke awaiting its completion
         self.deadline = 0.0
         self.aborted = False
-        self.crash = False  # asked by the nemesis: drop the client at the next op
+        # Asked by the nemesis: NEXT_OP drops the client before its next op; a
+        # point of CRASH_POINTS drops it there while it processes its next delivery.
+        self.crash: str | None = None
 
 
 class Interpreter:
@@ -77,6 +88,7 @@ class Interpreter:
         self.slots = [Slot(i, i, new_client(i)) for i in range(concurrency)]
         self.counts: Counter[tuple[str, str]] = Counter()  # (f, type) of completions
         self._tally_lock = threading.Lock()
+        self.delivered = 0  # messages handed to the application by ok receives
         self.acked = 0  # messages in ok sends and ok txns' send mops (one op may carry many)
         self._threads: dict[int, threading.Thread] = {}  # the live worker of each slot
         self._done = threading.Event()
@@ -98,7 +110,7 @@ class Interpreter:
             op = self.next_op(slot.index)
             if op is None:
                 return
-            if slot.crash:
+            if slot.crash == NEXT_OP:
                 self._retire(slot, crashed=True)
             client = slot.client
             with slot.lock:
@@ -120,7 +132,12 @@ class Interpreter:
                     rec = self.history.append(unknown(inv, f"invalid completion: {e}"))
             self._tally(rec)
             if rec["type"] == "ok":
-                client.after_recorded(rec)
+                point = slot.crash if slot.crash in CRASH_POINTS and _delivers(rec) else None
+                if point:  # a consumer dies at the chosen moment of its processing
+                    client.after_recorded(rec, crash_point=point)
+                    self._retire(slot, crashed=True)
+                else:
+                    client.after_recorded(rec)
             elif rec["type"] == "info":
                 self._retire(slot)
 
@@ -129,6 +146,8 @@ class Interpreter:
             self.counts[(rec["f"], rec["type"])] += 1
             if rec["type"] == "ok":
                 self.acked += acknowledged(rec)
+                if rec["f"] == "receive":
+                    self.delivered += len((rec.get("value") or {}).get("msgs", ()))
 
     def _deadline(self) -> float:
         return time.monotonic() + self.op_timeout
@@ -136,7 +155,7 @@ class Interpreter:
     def _retire(self, slot: Slot, crashed: bool = False) -> None:
         """The process is done for: drop its client, continue as a new process."""
         slot.client.abort()
-        slot.crash = False
+        slot.crash = None
         slot.process += self.concurrency
         slot.client = self.new_client(slot.index)
         if crashed:
@@ -166,13 +185,17 @@ class Interpreter:
                 self._spawn(slot)
 
     # -- nemesis hooks ----------------------------------------------------
-    def crash(self, indexes: list[int]) -> list[dict[str, Any]]:
-        """Marks slots to crash at their next op; returns who is crashed."""
+    def crash(self, indexes: list[int], point: str = NEXT_OP) -> list[dict[str, Any]]:
+        """Marks slots to crash at `point`; returns who will be crashed."""
+        if point not in (NEXT_OP, *CRASH_POINTS):
+            raise ValueError(
+                f"--crash-point: {point!r} is not one of {', '.join((NEXT_OP, *CRASH_POINTS))}"
+            )
         out = []
         for i in indexes:
             slot = self.slots[i]
-            slot.crash = True
-            out.append({"process": slot.process, "node": slot.client.node})
+            slot.crash = point
+            out.append({"process": slot.process, "node": slot.client.node, "point": point})
         return out
 
     # -- ending -----------------------------------------------------------

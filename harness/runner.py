@@ -28,6 +28,7 @@ from nemesis.base import Nemesis
 from nemesis.iptables import heal_leftovers
 from nemesis.schedule import Schedule
 from workloads.base import Client, describe
+from workloads.sinks import Sink, make_sink
 
 from .db import DB, DBError
 from .generator import QueueOps
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 
 NEMESES = ("partition", "kill", "pause", "loss", "crash-client")
 DRAIN_PROCESS_BASE = 1_000_000  # drain processes are numbered apart from the workers
+EFFECTS_PROCESS = 2_000_000  # who reads the sink at the end
+SINK_FILE = "sink.sqlite"
 
 
 class RunError(RuntimeError):
@@ -72,6 +75,9 @@ class RunOptions:
     nemesis_interval: float = 10.0
     partition_shapes: list[str] | None = None
     loss_probability: float = 0.3
+    crash_point: str = "next-op"  # where crash-client strikes a consumer (see interpreter)
+    # the consumers' side effect: None, or a sink of workloads/sinks (naive, dedupe)
+    sink: str | None = None
     # the system's own options (RabbitMQOptions / queue options ...)
     system_options: dict[str, Any] = field(default_factory=dict)
     # judging
@@ -98,7 +104,7 @@ class System:
     """What a run needs from one broker: its lifecycle, its clients, its claims."""
 
     db: DB
-    new_client: Callable[[Remote], Client]
+    new_client: Callable[..., Client]  # (node, sink=None): a client on that node
     prepare: Callable[[], None]  # e.g. declare the queue, once the cluster serves
     queue: str
     claims: list[str]
@@ -164,7 +170,7 @@ def make_faults(opts: RunOptions, system: System, nodes: list[Remote], interp) -
         "loss": lambda: LossNemesis(nodes, opts.loss_probability),
         # consumers: the slots past the producers
         "crash-client": lambda: ClientCrashNemesis(
-            interp, list(range(opts.producers, opts.concurrency))
+            interp, list(range(opts.producers, opts.concurrency)), point=opts.crash_point
         ),
     }
     return [made[n]() for n in opts.nemesis]
@@ -198,6 +204,7 @@ class Run:
         self.run_dir: Path | None = None
         self.stats: dict[str, Any] = {}
         self.gen: QueueOps | None = None
+        self.sink: Sink | None = None
 
     # -- the whole run ----------------------------------------------------
     def execute(self) -> tuple[Path, dict[str, Any] | None]:
@@ -235,9 +242,12 @@ class Run:
                 batch=system.send_batch,
                 txn=system.txn,
             )
+            if opts.sink:
+                self.sink = make_sink(opts.sink, run / SINK_FILE)
+                gen.keep_consuming = True  # every message gets processed before the drain
             interp = Interpreter(
                 history,
-                lambda i: system.new_client(nodes[i % len(nodes)]),
+                lambda i: system.new_client(nodes[i % len(nodes)], sink=self.sink),
                 gen,
                 opts.concurrency,
                 opts.op_timeout,
@@ -335,27 +345,47 @@ class Run:
         interp.close()
 
     def _final_phase(self, history, system: System, nodes, schedule, interp) -> None:
+        """Heal, recover, drain. With a sink the consumers keep processing through
+        the recovery until nothing more arrives, and the sink is read at the end."""
         opts = self.opts
-        self.progress.phase("final phase: stopping clients")
-        self._stop_clients(interp)
+        if not self.sink:
+            self.progress.phase("final phase: stopping clients")
+            self._stop_clients(interp)
         self.progress.phase("final phase: healing every fault")
         schedule.heal()
         self.progress.phase(f"final phase: waiting for {system.db.name} to recover")
         try:
             system.db.await_cluster(opts.recovery_timeout)
+            self.stats["recovered"] = True
         except DBError as e:
             # A finding, not a harness failure: the history is still judged. Without a
             # drain no loss can be proven, so at-least-once becomes unknown, not violated.
             self.stats["recovered"] = False
             self.stats["recovery-error"] = str(e)
             self.console.print(f"[bold red]the cluster did not recover after healing:[/] {e}")
-            return
-        self.stats["recovered"] = True
-        self.progress.phase("final phase: draining every node")
-        readers = nodes if system.drain_all_nodes else nodes[:1]
-        drained = drain(history, [system.new_client(n) for n in readers], opts)
-        self.stats["drained"] = drained
-        self.progress.phase(f"drained {drained} messages")
+        if self.sink:
+            if self.stats["recovered"]:
+                self.progress.phase("final phase: consumers process what is left")
+                self._settle(interp)
+            self._stop_clients(interp)
+        if self.stats["recovered"]:
+            self.progress.phase("final phase: draining every node")
+            readers = nodes if system.drain_all_nodes else nodes[:1]
+            drained = drain(history, [system.new_client(n) for n in readers], opts)
+            self.stats["drained"] = drained
+            self.progress.phase(f"drained {drained} messages")
+        if self.sink:
+            n = write_effects(history, self.sink)
+            self.progress.phase(f"read the {self.sink.name} sink: {n} messages took effect")
+
+    def _settle(self, interp: Interpreter, quiet: float = 3.0) -> None:
+        """Until the consumers have had nothing new for `quiet` seconds."""
+        deadline = time.monotonic() + self.opts.recovery_timeout
+        last, since = interp.delivered, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - since < quiet:
+            time.sleep(0.5)
+            if interp.delivered != last:
+                last, since = interp.delivered, time.monotonic()
 
     def _teardown(self, run, history, nodes, system, schedule, interp) -> None:
         """Always runs, survives its own failures, keeps what was recorded."""
@@ -379,6 +409,8 @@ class Run:
                 steps.append((f"{node.name}: teardown", lambda n=node: system.db.teardown(n)))
         if history:
             steps.append(("close history", history.close))
+        if self.sink:
+            steps.append(("close sink", self.sink.close))
         if nodes:
             steps.append(("ssh", lambda: [n.close() for n in nodes]))
         self.progress.phase("teardown: logs, heal, stop brokers")
@@ -388,6 +420,28 @@ class Run:
             except Exception as e:  # noqa: BLE001 - one failed step must not skip the rest
                 log.warning("teardown step %s failed: %s", what, e)
         (run / "stats.json").write_text(json.dumps(self.stats, indent=2) + "\n")
+
+
+def write_effects(history: HistoryWriter, sink: Sink, chunk: int = 10_000) -> int:
+    """The final read of the sink as `effects` ops (one at least, even if empty:
+    it says the sink was read); returns how many ids have an effect."""
+    batch: list[dict] = []
+    total = 0
+
+    def flush() -> None:
+        history.append(
+            {"process": EFFECTS_PROCESS, "type": "ok", "f": "effects", "value": {"effects": batch}}
+        )
+
+    for i, n in sink.counts():
+        batch.append({"id": i, "count": n})
+        total += 1
+        if len(batch) == chunk:
+            flush()
+            batch = []
+    if batch or total == 0:
+        flush()
+    return total
 
 
 def drain(history: HistoryWriter, clients: list[Client], opts: RunOptions) -> int:

@@ -28,6 +28,15 @@ def split_options(options: dict, *classes) -> list[dict]:
     return out
 
 
+def data_base(opts: RunOptions) -> str:
+    """Where brokers keep their data on the nodes. Local clusters share the host's
+    disk (and pids): each cluster gets its own tree, named by its prefix, so two
+    clusters never touch each other's brokers; vendor nodes use one fixed path."""
+    if opts.cluster_file:
+        return "/var/lib/queuecheck"
+    return f"/var/lib/queuecheck/{opts.prefix.rstrip('-') or 'default'}"
+
+
 def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
     from workloads.rabbitmq_queue import RabbitQueueClient, RabbitQueueOptions
 
@@ -35,6 +44,7 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
     from .runner import System
 
     db_opts, q_opts = split_options(opts.system_options, RabbitMQOptions, RabbitQueueOptions)
+    db_opts.setdefault("base", data_base(opts))
     db = RabbitMQ(nodes, RabbitMQOptions(**db_opts))
     queue = RabbitQueueOptions(user=db.opts.user, password=db.opts.password, **q_opts)
 
@@ -49,6 +59,7 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
             client.close()
 
     config = {
+        "sink": opts.sink,
         "queue_type": queue.queue_type,
         "confirms": queue.confirms,
         "ack": queue.ack,
@@ -58,8 +69,8 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
     claims, notes = claims_for("rabbitmq", config)
     return System(
         db=db,
-        new_client=lambda node: RabbitQueueClient(
-            node.name, node.spec.host, queue, deadline=opts.op_timeout
+        new_client=lambda node, sink=None: RabbitQueueClient(
+            node.name, node.spec.host, queue, deadline=opts.op_timeout, sink=sink
         ),
         prepare=prepare,
         queue=queue.queue,
@@ -77,6 +88,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
     from .runner import System
 
     db_opts, q_opts = split_options(opts.system_options, KafkaOptions, KafkaQueueOptions)
+    db_opts.setdefault("base", data_base(opts))
     db = Kafka(nodes, KafkaOptions(**db_opts))
     queue = KafkaQueueOptions(**q_opts)
     deadline = opts.op_timeout
@@ -103,11 +115,12 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
         if "writer" in history:
             history["writer"].append(op)
 
-    def new_client(node: Remote):
+    def new_client(node: Remote, sink=None):
         kw = {
             "deadline": deadline,
             "record": record,
             "shares": shares,
+            "sink": sink,
         }
         if queue.txn:
             return KafkaTxnClient(node.name, bootstrap(node), queue, **kw)
@@ -118,6 +131,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
         warm_up(db, queue, deadline=db.opts.ready_timeout)
 
     config = {
+        "sink": opts.sink,
         "topic": queue.topic,
         "partitions": queue.partitions,
         "acks": queue.acks,

@@ -13,9 +13,12 @@ class ClientCrashNemesis:
     name = "crash-client"
     instant = True
 
-    def __init__(self, interpreter, slots: list[int], per_crash: int = 1):
-        """`slots`: the interpreter slots it may crash (e.g. the consumers)."""
+    def __init__(self, interpreter, slots: list[int], per_crash: int = 1, point: str = "next-op"):
+        """`slots`: the interpreter slots it may crash (e.g. the consumers);
+        `point`: when (before the next op, or at a moment of processing the
+        next delivery: before-effect, after-effect, after-ack)."""
         self.interpreter = interpreter
+        self.point = point
         self.slots = slots
         self.per_crash = per_crash
 
@@ -24,7 +27,7 @@ class ClientCrashNemesis:
 
     def start(self, rng: random.Random) -> Any:
         chosen = rng.sample(self.slots, min(self.per_crash, len(self.slots)))
-        return {"crashed": self.interpreter.crash(chosen)}
+        return {"crashed": self.interpreter.crash(chosen, self.point)}
 
     def stop(self) -> Any:
         return None

@@ -18,6 +18,7 @@ class ScriptedClient:
         self.behaviour = behaviour
         self.aborted = threading.Event()
         self.acked = []
+        self.crash_points = []
 
     def invoke(self, op):
         what = self.behaviour(op)
@@ -30,8 +31,9 @@ class ScriptedClient:
             threading.Event().wait(30)
         return complete(op, what, op["value"] if op["f"] == "send" else {"msgs": []})
 
-    def after_recorded(self, completion):
+    def after_recorded(self, completion, crash_point=None):
         self.acked.append(completion["index"])
+        self.crash_points.append(crash_point)
 
     def abort(self):
         self.aborted.set()
@@ -139,6 +141,33 @@ def test_crash_retires_the_process_at_its_next_op(tmp_path):
         interp.start()
         assert interp.join(timeout=10)
     ops = list(read_history(path))
-    assert crashed == [{"process": 0, "node": "n1"}]
+    assert crashed == [{"process": 0, "node": "n1", "point": "next-op"}]
     assert clients[0].aborted.is_set()
     assert {op["process"] for op in ops} == {1}
+
+
+def test_a_crash_point_strikes_while_the_next_delivery_is_processed(tmp_path):
+    path = tmp_path / "history.jsonl"
+    clients = []
+    left = iter(range(3))
+
+    class Delivering(ScriptedClient):
+        def invoke(self, op):  # every receive hands over one message
+            return complete(op, "ok", {"msgs": [{"id": 1, "queue": "q"}]})
+
+    def new_client(slot):
+        clients.append(Delivering("n1", None))
+        return clients[-1]
+
+    def next_op(slot):
+        return None if next(left, None) is None else {"f": "receive", "value": None}
+
+    with HistoryWriter(path) as h:
+        interp = Interpreter(h, new_client, next_op, 1)
+        assert interp.crash([0], "after-effect")[0]["point"] == "after-effect"
+        interp.start()
+        assert interp.join(timeout=10)
+    ops = list(read_history(path))
+    assert clients[0].crash_points == ["after-effect"]  # the first delivery, then retired
+    assert all(p is None for c in clients[1:] for p in c.crash_points)
+    assert [op["process"] for op in ops if op["type"] == "ok"] == [0, 1, 1]

@@ -23,6 +23,7 @@ from tests.clusters import own_cluster
 pytestmark = pytest.mark.integration
 
 CLUSTER = {"subnet": "10.77.6.0/24", "bridge": "qcqbr6", "prefix": "qcq-"}
+PIDS = "/var/lib/queuecheck/qcq"  # this cluster's own data tree (harness.systems.data_base)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +181,7 @@ def test_ctrl_c_heals_tears_down_and_keeps_the_history(state, tmp_path):
     assert cut_rules(nodes) == 0
     for n in nodes:  # the brokers were stopped: no pidfile names a live process
         r = n.run(
-            f"p=$(cat /var/lib/queuecheck/{n.name}/rabbitmq/rabbit.pid 2>/dev/null) && kill -0 $p",
+            f"p=$(cat {PIDS}/{n.name}/rabbitmq/rabbit.pid 2>/dev/null) && kill -0 $p",
             check=False,
         )
         assert r.exit != 0
@@ -256,3 +257,41 @@ def test_the_report_renders_in_a_real_browser_with_verdict_and_plots(quorum_run,
     # them the plots' (green ok points, the fault shading)
     colours = image.getcolors(maxcolors=1 << 20)
     assert len(colours) > 500
+
+
+@pytest.mark.parametrize("sink", ["naive", "dedupe"])
+def test_consumers_crashing_after_their_effect_duplicate_it_unless_the_sink_dedupes(
+    state, tmp_path, sink
+):
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        time_limit=20,
+        nemesis=["crash-client"],
+        nemesis_interval=1,
+        crash_point="after-effect",
+        sink=sink,
+        seed=5,
+        system_options={"queue_type": "quorum", "confirms": True, "ack": "manual"},
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    crashed = [
+        c
+        for op in ops
+        if op["f"] == "start-crash-client" and op["value"]
+        for c in op["value"]["crashed"]
+    ]
+    assert len(crashed) >= 10 and {c["point"] for c in crashed} == {"after-effect"}
+    assert any(op["f"] == "effects" for op in ops)  # the sink was read into the history
+    assert (run_dir / "sink.sqlite").is_file()
+    counts, eoe = doc["counts"], doc["properties"]["exactly-once-effect"]
+    assert counts["lost"] == 0 and counts["effect-lost"] == 0  # every message processed
+    if sink == "naive":
+        assert counts["effect-duplicated"] > 0 and counts["duplicated"] > 0
+        assert eoe == {"valid": False, "claimed": False, "reason": eoe["reason"]}
+        assert "effect-duplicated" in eoe["reason"]
+    else:
+        # redelivered just as often, recognised every time
+        assert counts["duplicated"] > 0 and counts["effect-duplicated"] == 0
+        assert eoe == {"valid": True, "claimed": True}
+        assert doc["valid"] is True

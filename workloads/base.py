@@ -7,6 +7,7 @@ numbers or writes the history; it turns one invocation into one completion.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 Op = dict[str, Any]
@@ -22,8 +23,11 @@ class Client(Protocol):
         exception is never mistaken for a definite outcome.
         """
 
-    def after_recorded(self, completion: Op) -> None:
-        """Runs once the completion is on disk (e.g. ack what was recorded)."""
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+        """Runs once the completion is on disk: a consumer applies the effect of
+        what it was handed (with a sink), then acks / commits it. `crash_point`
+        ("before-effect", "after-effect", "after-ack") drops the client at that
+        moment instead: the faults that tell at-least-once from exactly-once."""
 
     def abort(self) -> None:
         """Drops the connection at once without acks (a crash, or a call past
@@ -46,3 +50,24 @@ def complete(op: Op, typ: str, value: Any = None, error: str | None = None) -> O
 def describe(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
+
+
+def process_delivery(
+    completion: Op,
+    crash_point: str | None,
+    sink,
+    ack: Callable[[], None],
+    crash: Callable[[], None],
+) -> None:
+    """A consumer's processing of a recorded receive, in order: effect, then
+    ack; `crash_point` stops it at the named moment by crashing the client."""
+    if crash_point == "before-effect":
+        return crash()
+    ids = [m["id"] for m in (completion.get("value") or {}).get("msgs", [])]
+    if sink is not None and completion["f"] == "receive" and ids:
+        sink.apply(ids)
+    if crash_point == "after-effect":
+        return crash()  # not acked: the broker hands the messages out again
+    ack()
+    if crash_point == "after-ack":
+        crash()

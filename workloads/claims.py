@@ -87,6 +87,24 @@ def _durable(c: Config) -> bool:
     )
 
 
+# The sinks' own claims, on top of what delivery claims: an effect is exactly
+# once only if every message arrives (at-least-once) and redeliveries are
+# recognised (dedupe).
+SINK_CLAIMS = {
+    "dedupe": (
+        ("exactly-once-effect",),
+        "the dedupe sink: the effect and the message id commit in one SQLite transaction "
+        "under a unique key, so a redelivery is recognised and not applied again; with "
+        "at-least-once delivery that is exactly-once effect",
+    ),
+    "naive": (
+        (),
+        "no exactly-once-effect claim: the naive sink applies every delivery, so a message "
+        "redelivered after a crash between its effect and its ack takes effect twice",
+    ),
+}
+
+
 def claims_for(system: str, config: Config) -> tuple[list[str], list[str]]:
     """The properties the configuration claims, and the source note of each row used."""
     claims: list[str] = []
@@ -95,4 +113,16 @@ def claims_for(system: str, config: Config) -> tuple[list[str], list[str]]:
         if row_system == system and applies(config):
             claims += [p for p in props if p not in claims]
             notes.append(f"{', '.join(props)}: {source}" if props else source)
+    sink = config.get("sink")
+    if sink in SINK_CLAIMS:
+        props, source = SINK_CLAIMS[sink]
+        if props and "at-least-once" in claims:
+            claims += list(props)
+            notes.append(f"{', '.join(props)}: {source}")
+        elif props:
+            notes.append(
+                f"no exactly-once-effect claim: the {sink} sink needs at-least-once delivery"
+            )
+        else:
+            notes.append(source)
     return claims, notes

@@ -49,7 +49,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from .base import Op, complete, describe
+from .base import Op, complete, describe, process_delivery
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +316,7 @@ class KafkaQueueClient:
         deadline: float = 10.0,
         record: Callable[[dict], Any] | None = None,
         shares: Shares | None = None,
+        sink=None,
     ):
         """`record` appends an op to the history (rebalances); `shares` hands
         out the partitions in assign mode."""
@@ -325,6 +326,7 @@ class KafkaQueueClient:
         self.pool = pool
         self.deadline = deadline
         self.record = record
+        self.sink = sink  # where the consumer applies each delivered record's effect
         self.shares = shares or Shares(1)
         self._share: int | None = None
         self.process: int | None = None
@@ -466,17 +468,22 @@ class KafkaQueueClient:
         self._to_commit = commit or None
         return complete(op, "ok", {"msgs": msgs})
 
-    def after_recorded(self, completion: Op) -> None:
-        """Commits what the recorded receive handed over; a commit that fails
-        drops the consumer (its records come again, to whoever owns them)."""
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+        """Effect (with a sink), then commit what the recorded receive handed
+        over; a commit that fails drops the consumer (its records come again,
+        to whoever owns them)."""
         offsets, self._to_commit = self._to_commit, None
-        if not offsets or completion["f"] != "receive" or self._consumer is None:
-            return
-        try:
-            self._consumer.commit(offsets, timeout_ms=int(self.deadline * 500))
-        except Exception as e:  # noqa: BLE001 - any commit failure: not committed
-            log.info("%s: commit failed, dropping the consumer: %s", self.node, describe(e))
-            self._drop_consumer()
+
+        def commit() -> None:
+            if not offsets or completion["f"] != "receive" or self._consumer is None:
+                return
+            try:
+                self._consumer.commit(offsets, timeout_ms=int(self.deadline * 500))
+            except Exception as e:  # noqa: BLE001 - any commit failure: not committed
+                log.info("%s: commit failed, dropping the consumer: %s", self.node, describe(e))
+                self._drop_consumer()
+
+        process_delivery(completion, crash_point, self.sink, commit, self._drop_consumer)
 
     def _drop_consumer(self) -> None:
         c, self._consumer = self._consumer, None

@@ -28,7 +28,8 @@ from typing import Any
 import pika
 import pika.exceptions as pe
 
-from .base import Op, complete, describe
+from .base import Op, complete, describe, process_delivery
+from .sinks import Sink
 
 QUEUE_TYPES = ("quorum", "classic", "mirrored")
 ACK_MODES = ("manual", "auto")
@@ -78,8 +79,17 @@ class ConnectFailed(RuntimeError):
 
 
 class RabbitQueueClient:
-    def __init__(self, node: str, host: str, opts: RabbitQueueOptions, deadline: float = 10.0):
+    def __init__(
+        self,
+        node: str,
+        host: str,
+        opts: RabbitQueueOptions,
+        deadline: float = 10.0,
+        sink: Sink | None = None,
+    ):
+        """`sink`: where a consumer applies each delivered message's effect."""
         self.node = node
+        self.sink = sink
         self.host = host
         self.opts = opts
         self.deadline = deadline
@@ -166,16 +176,20 @@ class RabbitQueueClient:
             self.unacked_tag = taken[-1][0]
         return complete(op, "ok", {"msgs": self._msgs(taken)})
 
-    def after_recorded(self, completion: Op) -> None:
-        """Acks what the recorded completion handed over: everything up to its
-        last delivery tag (delivery order is tag order on one channel)."""
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+        """Effect (with a sink), then ack everything up to the completion's last
+        delivery tag (delivery order is tag order on one channel)."""
         tag, self.unacked_tag = self.unacked_tag, None
-        if tag is None:
-            return
-        try:
-            self.ch.basic_ack(tag, multiple=True)
-        except (pe.AMQPError, OSError):
-            self.abort()  # unacked: the broker redelivers them
+
+        def ack() -> None:
+            if tag is None:
+                return
+            try:
+                self.ch.basic_ack(tag, multiple=True)
+            except (pe.AMQPError, OSError):
+                self.abort()  # unacked: the broker redelivers them
+
+        process_delivery(completion, crash_point, self.sink, ack, self.abort)
 
     # -- ends -------------------------------------------------------------
     def abort(self) -> None:
