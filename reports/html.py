@@ -16,6 +16,8 @@ import matplotlib
 matplotlib.use("svg")  # no display; SVG stays sharp and inlines as text
 import matplotlib.pyplot as plt  # noqa: E402
 
+from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
+
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
 REPORT_FILE = "report.html"
@@ -122,23 +124,15 @@ def throughput_plot(data: PlotData) -> str:
     return _svg(fig)
 
 
-OUTCOMES = (
-    "acknowledged",
-    "failed",
-    "indeterminate",
-    "delivered",
-    "lost",
-    "duplicated",
-    "recovered",
-    "unexpected",
-    "aborted-read",
-)
+# What happened to the messages: the delivery checker's counts, without the
+# effect ones (the verdict table shows those) and `attempted` (the sum).
+OUTCOMES = tuple(c for c in COUNTS if c != "attempted" and not c.startswith("effect-"))
 
 
 def outcome_plot(counts: dict[str, int]) -> str:
     names = [n for n in OUTCOMES if n in counts]
     fig, ax = plt.subplots(figsize=(8, 3))
-    bad = {"lost", "duplicated", "unexpected", "aborted-read"}
+    bad = set(ANOMALIES)
     bars = ax.barh(
         names,
         [counts[n] for n in names],
