@@ -9,12 +9,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Debian packages the project drives: a JRE for Spark and Kafka, maven to fetch
 # Kafka's jars, sshd + iptables + iproute2 for the namespace cluster, RabbitMQ,
-# chromium to test report.html as a person sees it.
-APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium
+# chromium to test report.html as a person sees it, PostgreSQL for --sink-db postgres.
+APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
-.PHONY: setup kafka-jars demo test unit bench lint clean
+.PHONY: setup kafka-jars demo matrix test unit bench lint clean
 
 setup: $(APT_STAMP) $(PIP_STAMP)
 
@@ -36,6 +36,9 @@ $(PIP_STAMP): pyproject.toml $(APT_STAMP)
 
 demo: setup kafka-jars
 	$(BIN)/queuecheck demo
+
+matrix: setup kafka-jars
+	$(BIN)/queuecheck matrix
 
 test: setup kafka-jars
 	$(BIN)/pytest -q

@@ -37,6 +37,11 @@ class Property:
     valid: Validity
     # Why it is not plainly True: the counts that broke it, or what was missing.
     reason: str = ""
+    # Set after composition (checkers/exercise.py mark_exercised): whether the
+    # run met the fault the property is about (None: undecided), and when it
+    # held without that, why the pass is hollow.
+    exercised: bool | None = None
+    hollow: str = ""
 
 
 @dataclass
@@ -87,19 +92,31 @@ def run_checkers(checkers: list[Checker], history: Any, test: dict[str, Any]) ->
 
 
 def results_document(result: CheckResult, claims: list[str]) -> dict[str, Any]:
-    """results.json in the contract's shape; only claimed properties decide `valid`."""
+    """results.json in the contract's shape; only claimed properties decide `valid`.
+
+    Optional fields beyond the contract, once exercise was decided: each
+    property's `exercised` (bool) and, if it held without being exercised,
+    `hollow` (why); at the top `hollow`, the claimed properties that held
+    hollow. They never change `valid`: a hollow pass is a pass.
+    """
     unknown_claims = [c for c in claims if c not in result.properties]
     properties = {}
     for name, p in result.properties.items():
         entry: dict[str, Any] = {"valid": p.valid, "claimed": name in claims}
         if p.reason:
             entry["reason"] = p.reason
+        if p.exercised is not None:
+            entry["exercised"] = p.exercised
+        if p.hollow and p.valid is True:
+            entry["hollow"] = p.hollow
         properties[name] = entry
     for name in unknown_claims:
         properties[name] = {"valid": UNKNOWN, "claimed": True, "reason": "no checker decides it"}
     valid = worst(*(properties[c]["valid"] for c in claims)) if claims else True
-    doc: dict[str, Any] = {
-        "valid": valid,
+    doc: dict[str, Any] = {"valid": valid}
+    if any(p.exercised is not None for p in result.properties.values()):
+        doc["hollow"] = [c for c in claims if "hollow" in properties[c]]
+    doc |= {
         "properties": properties,
         "counts": result.counts,
         "anomalies": result.anomalies,

@@ -16,6 +16,7 @@ from typing import Any
 
 from checkers.base import PROPERTIES, results_document, run_checkers
 from checkers.delivery import DeliveryChecker
+from checkers.exercise import ExerciseChecker, mark_exercised
 from checkers.load import history_path, load_history
 from checkers.offsets import OffsetChecker
 from checkers.spark import DEFAULT_DRIVER_MEMORY, spark_session
@@ -68,7 +69,8 @@ def check(
         claims = parse_claims(",".join(test.get("claims", []))) or []
     spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
     history = load_history(spark, hp, use_sidecar=use_sidecar)
-    result = run_checkers([DeliveryChecker(), OffsetChecker()], history, test)
+    checkers = [DeliveryChecker(), OffsetChecker(), ExerciseChecker()]
+    result = mark_exercised(run_checkers(checkers, history, test))
     doc = results_document(result, claims)
     doc.setdefault("history", {}).update(path=str(hp), source=history.source)
     return doc

@@ -97,6 +97,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.store, args.state, args.time_limit, spark, _out())
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """The exactly-once story: one short run per configuration, one table."""
+    from harness.matrix import ROWS, rows_named, run_matrix
+
+    if args.list:
+        for row in ROWS:
+            _out().print(f"{row.name}: {row.what}")
+        return 0
+    base = {
+        **cluster_kwargs(args),
+        "time_limit": args.time_limit,
+        "nemesis": ["crash-client"],
+        "nemesis_interval": args.crash_interval,
+        "crash_point": "random",
+        "crash_clients": "both",
+        "sink_db": args.sink_db,
+        "seed": args.seed,
+        "spark_master": args.spark_master,
+        "driver_memory": args.driver_memory,
+    }
+    doc = run_matrix(base, rows_named(_csv(args.rows)), _out())
+    return 0 if all("results" in r for r in doc["rows"]) else 1
+
+
 def _local_cluster(args: argparse.Namespace):
     from harness.localcluster import LocalCluster
 
@@ -190,7 +214,9 @@ def cmd_test(args: argparse.Namespace) -> int:
         partition_shapes=_csv(args.partition_shapes) or None,
         loss_probability=args.loss_probability,
         crash_point=args.crash_point,
+        crash_clients=args.crash_clients,
         sink=args.sink,
+        sink_db=args.sink_db,
         system_options=system_options,
         check=not args.no_check,
         spark_master=args.spark_master,
@@ -241,14 +267,29 @@ def _add_test_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--crash-point",
         default="next-op",
-        choices=["next-op", "before-effect", "after-effect", "after-ack"],
+        choices=["next-op", "before-effect", "after-effect", "after-ack", "random"],
         help="where crash-client strikes a consumer: before its next op (default), or while "
-        "it processes its next delivery",
+        "it processes its next delivery (random: one of the three processing moments)",
+    )
+    p.add_argument(
+        "--crash-clients",
+        default="consumers",
+        choices=["consumers", "producers", "both"],
+        help="whom crash-client strikes (default consumers); producers crash with a send in "
+        "flight, which is then info",
     )
     p.add_argument(
         "--sink",
-        choices=["naive", "dedupe"],
-        help="the consumers' side effect, in SQLite in the run directory (default: none)",
+        choices=["naive", "dedupe", "kafka-txn"],
+        help="the consumers' side effect (default: none): naive or dedupe rows in a database, "
+        "or kafka-txn, an output record committed with the offsets (Kafka only)",
+    )
+    p.add_argument(
+        "--sink-db",
+        default="sqlite",
+        choices=["sqlite", "postgres"],
+        help="the naive/dedupe sink's database: sqlite in the run directory (default), or a "
+        "PostgreSQL server the tool starts (Debian's postgresql)",
     )
     g = p.add_argument_group("rabbitmq")
     g.add_argument("--queue-type", default="quorum", help="quorum (default), classic, mirrored")
@@ -383,6 +424,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=30, help="seconds per run (default 30)")
     _add_spark_options(p)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "matrix", help="the exactly-once story: a short run per configuration, one table"
+    )
+    p.add_argument("--rows", default="", help="comma-separated row names (default: all)")
+    p.add_argument("--list", action="store_true", help="list the rows and exit")
+    p.add_argument("--time-limit", type=float, default=20, help="seconds per run (default 20)")
+    p.add_argument(
+        "--crash-interval", type=float, default=1.0, help="seconds between client crashes (1)"
+    )
+    p.add_argument("--sink-db", default="sqlite", choices=["sqlite", "postgres"])
+    p.add_argument("--seed", type=int, default=1, help="fault order seed (default 1)")
+    p.add_argument("--store", default="store")
+    add_cluster_options(p)
+    _add_spark_options(p)
+    p.set_defaults(func=cmd_matrix)
     return ap
 
 

@@ -14,6 +14,7 @@ the stuck thread, when it wakes, sees it was replaced and writes nothing.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import Counter
@@ -37,26 +38,69 @@ def unknown(op: Op, error: str) -> Op:
 NEXT_OP = "next-op"
 # Moments in a consumer's processing of a delivery (see Client.after_recorded).
 CRASH_POINTS = ("before-effect", "after-effect", "after-ack")
+# A producer dies with its send (or txn) in flight: the client is dropped a
+# moment into the call, and whatever it would have said, the op is info.
+IN_FLIGHT = "send-in-flight"
+IN_FLIGHT_WITHIN = 0.02  # seconds into the call the connection is dropped, at most
 
 
 def _delivers(rec: Op) -> bool:
     return rec["f"] == "receive" and bool((rec.get("value") or {}).get("msgs"))
 
 
-def acknowledged(rec: Op) -> int:
-    """How many messages an ok completion acknowledges."""
+def acknowledged(rec: Op) -> list[int]:
+    """The ids of the messages an ok completion acknowledges."""
     value = rec.get("value") or {}
     if rec["f"] == "send":
-        return len(value.get("msgs", ()))
+        return [m["id"] for m in value.get("msgs", ())]
     if rec["f"] == "txn":
-        return sum(len(m.get("msgs", ())) for m in value.get("mops", ()) if m.get("f") == "send")
-    return 0
+        return [
+            m["id"] for mop in value.get("mops", ()) if mop.get("f") == "send" for m in mop["msgs"]
+        ]
+    return []
+
+
+class Unprocessed:
+    """How many acknowledged ids no receive has handed over yet: one bit per id
+    in each of two bitmaps (ids are small dense integers), so ten million
+    messages cost a few MB. Callers hold a lock."""
+
+    def __init__(self) -> None:
+        self.acked = bytearray()
+        self.seen = bytearray()
+        self.count = 0
+
+    @staticmethod
+    def _set(bits: bytearray, i: int) -> bool:
+        """Sets bit i; True if it was not set before."""
+        byte, mask = i >> 3, 1 << (i & 7)
+        if byte >= len(bits):
+            bits.extend(bytes(max(byte + 1 - len(bits), len(bits))))
+        if bits[byte] & mask:
+            return False
+        bits[byte] |= mask
+        return True
+
+    @staticmethod
+    def _get(bits: bytearray, i: int) -> bool:
+        byte = i >> 3
+        return byte < len(bits) and bool(bits[byte] & (1 << (i & 7)))
+
+    def acknowledged(self, ids: list[int]) -> None:
+        for i in ids:
+            if i >= 0 and self._set(self.acked, i) and not self._get(self.seen, i):
+                self.count += 1
+
+    def delivered(self, ids: list[int]) -> None:
+        for i in ids:
+            if i >= 0 and self._set(self.seen, i) and self._get(self.acked, i):
+                self.count -= 1
 
 
 class Slot:
     """One logical thread of work; its process number changes after `info`."""
 
-    def __init__(self, index: int, process: int, client: Client):
+    def __init__(self, index: int, process: int, client: Client, rng: random.Random):
         self.index = index
         self.process = process
         self.client = client
@@ -67,6 +111,7 @@ class Slot:
         # Asked by the nemesis: NEXT_OP drops the client before its next op; a
         # point of CRASH_POINTS drops it there while it processes its next delivery.
         self.crash: str | None = None
+        self.rng = rng
 
 
 class Interpreter:
@@ -85,11 +130,12 @@ class Interpreter:
         self.next_op = next_op
         self.concurrency = concurrency
         self.op_timeout = op_timeout
-        self.slots = [Slot(i, i, new_client(i)) for i in range(concurrency)]
+        self.slots = [Slot(i, i, new_client(i), random.Random(i)) for i in range(concurrency)]
         self.counts: Counter[tuple[str, str]] = Counter()  # (f, type) of completions
         self._tally_lock = threading.Lock()
         self.delivered = 0  # messages handed to the application by ok receives
         self.acked = 0  # messages in ok sends and ok txns' send mops (one op may carry many)
+        self.unprocessed = Unprocessed()  # acknowledged, not yet handed to a consumer
         self._threads: dict[int, threading.Thread] = {}  # the live worker of each slot
         self._done = threading.Event()
 
@@ -111,17 +157,26 @@ class Interpreter:
             if op is None:
                 return
             if slot.crash == NEXT_OP:
-                self._retire(slot, crashed=True)
+                self._retire(slot, crashed=NEXT_OP)
             client = slot.client
+            in_flight = slot.crash == IN_FLIGHT and op["f"] in ("send", "txn")
             with slot.lock:
                 inv = self.history.append(
                     {**op, "process": slot.process, "type": "invoke", "node": client.node}
                 )
                 slot.inflight, slot.deadline, slot.aborted = inv, self._deadline(), False
+            timer = None
+            if in_flight:
+                timer = threading.Timer(slot.rng.uniform(0, IN_FLIGHT_WITHIN), client.abort)
+                timer.start()
             try:
                 comp = client.invoke(inv)
             except Exception as e:  # noqa: BLE001 - any client error is an unknown outcome
                 comp = unknown(inv, describe(e))
+            if timer is not None:
+                timer.cancel()
+                # Dead before it could learn the outcome: the send may or may not land.
+                comp = unknown(inv, "the producer crashed with this op in flight")
             with slot.lock:
                 if slot.inflight is not inv:
                     return  # the watchdog gave up on us; a successor owns the slot
@@ -131,11 +186,13 @@ class Interpreter:
                 except HistoryError as e:  # a client bug must not leave the invoke open
                     rec = self.history.append(unknown(inv, f"invalid completion: {e}"))
             self._tally(rec)
-            if rec["type"] == "ok":
+            if in_flight:
+                self._retire(slot, crashed=IN_FLIGHT)
+            elif rec["type"] == "ok":
                 point = slot.crash if slot.crash in CRASH_POINTS and _delivers(rec) else None
                 if point:  # a consumer dies at the chosen moment of its processing
                     client.after_recorded(rec, crash_point=point)
-                    self._retire(slot, crashed=True)
+                    self._retire(slot, crashed=point)
                 else:
                     client.after_recorded(rec)
             elif rec["type"] == "info":
@@ -145,21 +202,38 @@ class Interpreter:
         with self._tally_lock:  # += from many threads would lose updates
             self.counts[(rec["f"], rec["type"])] += 1
             if rec["type"] == "ok":
-                self.acked += acknowledged(rec)
+                ids = acknowledged(rec)
+                self.acked += len(ids)
+                self.unprocessed.acknowledged(ids)
                 if rec["f"] == "receive":
-                    self.delivered += len((rec.get("value") or {}).get("msgs", ()))
+                    ids = [m["id"] for m in (rec.get("value") or {}).get("msgs", ())]
+                    self.delivered += len(ids)
+                    self.unprocessed.delivered(ids)
 
     def _deadline(self) -> float:
         return time.monotonic() + self.op_timeout
 
-    def _retire(self, slot: Slot, crashed: bool = False) -> None:
-        """The process is done for: drop its client, continue as a new process."""
+    def _retire(self, slot: Slot, crashed: str | None = None) -> None:
+        """The process is done for: drop its client, continue as a new process.
+        `crashed`: the crash fault's point, recorded as a `crash` op of the
+        process that died (an info or stuck op retires a process too, but is
+        not a crash)."""
         slot.client.abort()
         slot.crash = None
+        if crashed:
+            self.history.append(
+                {
+                    "process": slot.process,
+                    "type": "info",
+                    "f": "crash",
+                    "node": slot.client.node,
+                    "value": {"point": crashed},
+                }
+            )
         slot.process += self.concurrency
         slot.client = self.new_client(slot.index)
         if crashed:
-            log.info("slot %d crashed; now process %d", slot.index, slot.process)
+            log.info("slot %d crashed (%s); now process %d", slot.index, crashed, slot.process)
 
     def _watchdog(self) -> None:
         while not self._done.wait(0.2):
@@ -187,7 +261,7 @@ class Interpreter:
     # -- nemesis hooks ----------------------------------------------------
     def crash(self, indexes: list[int], point: str = NEXT_OP) -> list[dict[str, Any]]:
         """Marks slots to crash at `point`; returns who will be crashed."""
-        if point not in (NEXT_OP, *CRASH_POINTS):
+        if point not in (NEXT_OP, *CRASH_POINTS, IN_FLIGHT):
             raise ValueError(
                 f"--crash-point: {point!r} is not one of {', '.join((NEXT_OP, *CRASH_POINTS))}"
             )

@@ -28,7 +28,7 @@ from nemesis.base import Nemesis
 from nemesis.iptables import heal_leftovers
 from nemesis.schedule import Schedule
 from workloads.base import Client, describe
-from workloads.sinks import Sink, make_sink
+from workloads.sinks import DATABASES, SINKS, Sink
 
 from .db import DB, DBError
 from .generator import QueueOps
@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 NEMESES = ("partition", "kill", "pause", "loss", "crash-client")
 DRAIN_PROCESS_BASE = 1_000_000  # drain processes are numbered apart from the workers
 EFFECTS_PROCESS = 2_000_000  # who reads the sink at the end
-SINK_FILE = "sink.sqlite"
 
 
 class RunError(RuntimeError):
@@ -75,9 +74,12 @@ class RunOptions:
     nemesis_interval: float = 10.0
     partition_shapes: list[str] | None = None
     loss_probability: float = 0.3
-    crash_point: str = "next-op"  # where crash-client strikes a consumer (see interpreter)
-    # the consumers' side effect: None, or a sink of workloads/sinks (naive, dedupe)
+    crash_point: str = "next-op"  # where crash-client strikes a consumer (nemesis/client_crash)
+    crash_clients: str = "consumers"  # whom it strikes: consumers, producers, both
+    # the consumers' side effect: None, or a sink of workloads/sinks (naive,
+    # dedupe, kafka-txn); the table sinks' database: sqlite or postgres
     sink: str | None = None
+    sink_db: str = "sqlite"
     # the system's own options (RabbitMQOptions / queue options ...)
     system_options: dict[str, Any] = field(default_factory=dict)
     # judging
@@ -97,6 +99,20 @@ class RunOptions:
             self.producers = self.concurrency // 2
         if not 0 < self.producers < self.concurrency:
             raise RunError(f"--producers: must be in 1..{self.concurrency - 1}")
+        from nemesis.client_crash import POINTS, TARGETS
+
+        if self.crash_point not in POINTS:
+            raise RunError(f"--crash-point: {self.crash_point!r} is not one of {', '.join(POINTS)}")
+        if self.crash_clients not in TARGETS:
+            raise RunError(
+                f"--crash-clients: {self.crash_clients!r} is not one of {', '.join(TARGETS)}"
+            )
+        if self.sink is not None and self.sink not in SINKS:
+            raise RunError(f"--sink: {self.sink!r} is not one of {', '.join(SINKS)}")
+        if self.sink == "kafka-txn" and self.system != "kafka":
+            raise RunError("--sink kafka-txn: a Kafka transaction; it needs --system kafka")
+        if self.sink_db not in DATABASES:
+            raise RunError(f"--sink-db: {self.sink_db!r} is not one of {', '.join(DATABASES)}")
 
 
 @dataclass
@@ -116,6 +132,7 @@ class System:
     # own process besides their completions (e.g. Kafka's rebalances, `assign`).
     attach: Callable[[HistoryWriter], None] | None = None
     drain_all_nodes: bool = True  # False: one node's client reads everything (Kafka)
+    make_sink: Callable[[str, Path], Sink] | None = None  # (kind, run dir): the run's sink
 
 
 def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
@@ -170,7 +187,11 @@ def make_faults(opts: RunOptions, system: System, nodes: list[Remote], interp) -
         "loss": lambda: LossNemesis(nodes, opts.loss_probability),
         # consumers: the slots past the producers
         "crash-client": lambda: ClientCrashNemesis(
-            interp, list(range(opts.producers, opts.concurrency)), point=opts.crash_point
+            interp,
+            consumers=list(range(opts.producers, opts.concurrency)),
+            producers=list(range(opts.producers)),
+            point=opts.crash_point,
+            target=opts.crash_clients,
         ),
     }
     return [made[n]() for n in opts.nemesis]
@@ -243,7 +264,10 @@ class Run:
                 txn=system.txn,
             )
             if opts.sink:
-                self.sink = make_sink(opts.sink, run / SINK_FILE)
+                try:
+                    self.sink = system.make_sink(opts.sink, run)
+                except ValueError as e:
+                    raise RunError(str(e)) from None
                 gen.keep_consuming = True  # every message gets processed before the drain
             interp = Interpreter(
                 history,
@@ -377,17 +401,32 @@ class Run:
         # Unrecovered, what never reached the sink proves nothing: no final read of
         # it either, so exactly-once-effect is unknown rather than a false violation.
         if self.sink and self.stats["recovered"]:
-            n = write_effects(history, self.sink)
+            try:
+                # The first chunk is written only once the read is under way: a sink
+                # that cannot be read leaves no effects ops (unknown, not lost).
+                n = write_effects(history, self.sink.counts())
+            except Exception as e:  # noqa: BLE001 - recorded; the run is judged without it
+                self.stats["sink-read-error"] = describe(e)
+                self.console.print(f"[bold red]could not read the {self.sink.name} sink:[/] {e}")
+                return
             self.progress.phase(f"read the {self.sink.name} sink: {n} messages took effect")
 
     def _settle(self, interp: Interpreter, quiet: float = 3.0) -> None:
-        """Until the consumers have had nothing new for `quiet` seconds."""
+        """Until every acknowledged message was handed to a consumer and nothing
+        new came for `quiet` s; or, when some never come (lost, or held by an
+        open transaction), until nothing new came for long enough that a
+        rebalance or a transaction timeout would have ended meanwhile."""
+        patience = max(20.0, 2 * self.opts.op_timeout)
         deadline = time.monotonic() + self.opts.recovery_timeout
         last, since = interp.delivered, time.monotonic()
-        while time.monotonic() < deadline and time.monotonic() - since < quiet:
+        while time.monotonic() < deadline:
             time.sleep(0.5)
             if interp.delivered != last:
                 last, since = interp.delivered, time.monotonic()
+            idle = time.monotonic() - since
+            if idle >= patience or (idle >= quiet and interp.unprocessed.count <= 0):
+                break
+        self.stats["unprocessed-at-drain"] = interp.unprocessed.count
 
     def _teardown(self, run, history, nodes, system, schedule, interp) -> None:
         """Always runs, survives its own failures, keeps what was recorded."""
@@ -424,9 +463,10 @@ class Run:
         (run / "stats.json").write_text(json.dumps(self.stats, indent=2) + "\n")
 
 
-def write_effects(history: HistoryWriter, sink: Sink, chunk: int = 10_000) -> int:
-    """The final read of the sink as `effects` ops (one at least, even if empty:
-    it says the sink was read); returns how many ids have an effect."""
+def write_effects(history: HistoryWriter, counts, chunk: int = 10_000) -> int:
+    """The final read of the sink, (id, count) pairs, as `effects` ops (one at
+    least, even if empty: it says the sink was read); returns how many ids
+    have an effect."""
     batch: list[dict] = []
     total = 0
 
@@ -435,7 +475,7 @@ def write_effects(history: HistoryWriter, sink: Sink, chunk: int = 10_000) -> in
             {"process": EFFECTS_PROCESS, "type": "ok", "f": "effects", "value": {"effects": batch}}
         )
 
-    for i, n in sink.counts():
+    for i, n in counts:
         batch.append({"id": i, "count": n})
         total += 1
         if len(batch) == chunk:

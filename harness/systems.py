@@ -7,6 +7,7 @@ from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
 from workloads.claims import claims_for
+from workloads.sinks import make_sink
 
 from .remote import Remote
 
@@ -67,6 +68,12 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
         "net_ticktime": db.opts.net_ticktime,
     }
     claims, notes = claims_for("rabbitmq", config)
+
+    def new_sink(kind: str, run_dir):
+        if kind == "kafka-txn":
+            raise ValueError("--sink kafka-txn: a Kafka transaction; it needs --system kafka")
+        return make_sink(kind, run_dir, opts.sink_db)
+
     return System(
         db=db,
         new_client=lambda node, sink=None: RabbitQueueClient(
@@ -77,6 +84,7 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
         claims=claims,
         claim_notes=notes,
         config={**config, "db": asdict(db.opts) | {"password": "***"}},
+        make_sink=new_sink,
     )
 
 
@@ -90,7 +98,12 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
     db_opts, q_opts = split_options(opts.system_options, KafkaOptions, KafkaQueueOptions)
     db_opts.setdefault("base", data_base(opts))
     db = Kafka(nodes, KafkaOptions(**db_opts))
+    if opts.sink == "kafka-txn":
+        # Consume-transform-produce reads committed input, and its offsets
+        # fetch waits for pending transactional commits (require_stable).
+        q_opts["read_committed"] = True
     queue = KafkaQueueOptions(**q_opts)
+    output = f"{queue.topic}-effects"
     deadline = opts.op_timeout
     by_name = {n.name: n for n in nodes}
 
@@ -128,7 +141,20 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
 
     def prepare() -> None:
         create_topic(db, queue.topic, queue.partitions)
-        warm_up(db, queue, deadline=db.opts.ready_timeout)
+        if opts.sink == "kafka-txn":
+            create_topic(db, output, queue.partitions)
+        warm_up(
+            db, queue, deadline=db.opts.ready_timeout, txn=queue.txn or opts.sink == "kafka-txn"
+        )
+
+    def new_sink(kind: str, run_dir):
+        if kind != "kafka-txn":
+            return make_sink(kind, run_dir, opts.sink_db)
+        from workloads.sinks.kafka_txn import KafkaTxnSink
+
+        return KafkaTxnSink(
+            queue, output, db.bootstrap(), seats=opts.concurrency - (opts.producers or 0)
+        )
 
     config = {
         "sink": opts.sink,
@@ -139,6 +165,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
         "retries": queue.retries,
         "consumer_mode": queue.consumer_mode,
         "txn": queue.txn,
+        "read_committed": queue.read_committed,
         "send_batch": queue.send_batch,
         "replication_factor": db.opts.replication_factor,
         "min_insync_replicas": db.opts.min_insync_replicas,
@@ -161,6 +188,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
         txn=queue.txn,
         attach=lambda writer: history.update(writer=writer),
         drain_all_nodes=False,
+        make_sink=new_sink,
     )
 
 
@@ -204,7 +232,7 @@ def create_topic(db, name: str, partitions: int) -> None:
         admin.close()
 
 
-def warm_up(db, queue, deadline: float) -> None:
+def warm_up(db, queue, deadline: float, txn: bool) -> None:
     """Makes Kafka create __consumer_offsets (a group's first coordinator
     lookup) and, for transactions, __transaction_state (a first
     init_transactions), so the first ops do not time out on it."""
@@ -224,7 +252,7 @@ def warm_up(db, queue, deadline: float) -> None:
         c.committed(TopicPartition(queue.topic, 0), timeout_ms=ms)
     finally:
         c.close(autocommit=False, timeout_ms=2000)
-    if queue.txn:
+    if txn:
         p = KafkaProducer(
             bootstrap_servers=db.bootstrap(),
             transactional_id="queuecheck-warm-up",

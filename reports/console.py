@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from checkers import offsets
 from checkers.delivery import ANOMALIES, PROPERTY_RULES
+from checkers.exercise import describe
 
 
 def _rule(name: str) -> tuple[str, ...]:
@@ -18,6 +20,8 @@ def _rule(name: str) -> tuple[str, ...]:
 
 
 HELD = {True: "[green]held[/]", False: "[bold red]VIOLATED[/]", "unknown": "[yellow]unknown[/]"}
+# Held, but the run never met the fault the property is about (checkers/exercise.py).
+HOLLOW = "[yellow]held (hollow)[/]"
 VERDICT = {
     True: "[bold green]VALID[/]",
     False: "[bold red]INVALID[/]",
@@ -48,11 +52,15 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
         rule = _rule(name)
         shown = ", ".join(f"{k}={counts[k]}" for k in rule if k in counts)
         if prop.get("reason") and prop["valid"] is not False:
-            shown += f"\n[dim]{prop['reason']}[/]"
+            shown += f"\n[dim]{escape(prop['reason'])}[/]"
+        held = HELD.get(prop["valid"], str(prop["valid"]))
+        if prop.get("hollow"):
+            held = HOLLOW
+            shown += f"\n[yellow]hollow: {escape(prop['hollow'])}[/]"
         table.add_row(
             name,
             "yes" if prop["claimed"] else "no",
-            HELD.get(prop["valid"], str(prop["valid"])),
+            held,
             shown,
             _examples(doc, rule),
         )
@@ -66,6 +74,12 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
             f"[yellow]note:[/] line {hist['truncated-line']} of the history is a partial "
             "write (crashed run) and was skipped"
         )
+    exercise = describe(hist)
+    if exercise:
+        console.print(f"exercised: {exercise}")
     for err in doc.get("errors", []):
         console.print(f"[red]checker error:[/] {err}")
-    console.print(f"verdict: {VERDICT.get(doc['valid'], doc['valid'])}")
+    verdict = VERDICT.get(doc["valid"], doc["valid"])
+    if doc.get("hollow"):
+        verdict += f" [yellow](hollow: {', '.join(doc['hollow'])})[/]"
+    console.print(f"verdict: {verdict}")

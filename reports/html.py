@@ -17,6 +17,7 @@ matplotlib.use("svg")  # no display; SVG stays sharp and inlines as text
 import matplotlib.pyplot as plt  # noqa: E402
 
 from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
+from checkers.exercise import describe  # noqa: E402
 
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
@@ -37,7 +38,7 @@ h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
 table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #ccc;padding:.35em .6em;
 vertical-align:top;text-align:left} th{background:#f3f3f3}
 .held{color:#2e7d32;font-weight:bold}.violated{color:#c62828;font-weight:bold}
-.unknown{color:#b26a00;font-weight:bold}
+.unknown{color:#b26a00;font-weight:bold}.hollow{color:#b26a00;font-weight:bold}
 .verdict{font-size:1.4em;padding:.3em .8em;display:inline-block;border-radius:4px;color:#fff}
 .VALID{background:#2e7d32}.INVALID{background:#c62828}.UNKNOWN{background:#b26a00}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.85em}
@@ -156,6 +157,9 @@ def _verdict_table(doc: dict[str, Any]) -> str:
         word, cls = HELD.get(p["valid"], (str(p["valid"]), "unknown"))
         shown = ", ".join(f"{k}={counts[k]}" for k in rules.get(name, ()) if k in counts)
         reason = f"<br><small>{_e(p['reason'])}</small>" if p.get("reason") else ""
+        if p.get("hollow"):
+            word, cls = "held (hollow)", "hollow"
+            reason += f"<br><small class='hollow'>hollow: {_e(p['hollow'])}</small>"
         rows.append(
             f"<tr><td>{_e(name)}</td><td>{'yes' if p['claimed'] else 'no'}</td>"
             f"<td class='{cls}'>{word}</td><td>{_e(shown)}{reason}</td></tr>"
@@ -164,6 +168,20 @@ def _verdict_table(doc: dict[str, Any]) -> str:
         "<table id='verdict'><tr><th>property</th><th>claimed</th><th>held?</th>"
         "<th>counts</th></tr>" + "".join(rows) + "</table>"
     )
+
+
+def _hollow_note(doc: dict[str, Any]) -> str:
+    """Beside the overall verdict: the claimed properties that held hollow,
+    and what the run went through (checkers/exercise.py)."""
+    parts = []
+    if doc.get("hollow"):
+        parts.append(
+            f"<span class='hollow' id='hollow'>hollow: {_e(', '.join(doc['hollow']))}</span>"
+        )
+    exercised = describe(doc.get("history", {}))
+    if exercised:
+        parts.append(f"<small id='exercised'>{_e(exercised)}</small>")
+    return "".join(f" {x}" for x in parts)
 
 
 def property_rules() -> dict[str, tuple[str, ...]]:
@@ -240,7 +258,7 @@ def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData)
 <h1>queuecheck: {_e(name)}</h1>
 <p class="sub">{_e(run)} · {_e(test.get("started", ""))}</p>
 <h2>Verdict</h2>
-<span class="verdict {verdict}" id="overall">{verdict}</span>
+<span class="verdict {verdict}" id="overall">{verdict}</span>{_hollow_note(doc)}
 {_verdict_table(doc)}
 <p>Messages: {_e(", ".join(f"{k} {v}" for k, v in doc.get("counts", {}).items()))}</p>
 <h2>Configuration</h2>

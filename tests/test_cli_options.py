@@ -15,10 +15,13 @@ from harness.runner import RunError, RunOptions
         (["test", "--concurrency", "4", "--producers", "4"], "--producers: must be in 1..3"),
         (["check", "/nonexistent/run"], "no history file"),
         (["test", "--cluster-file", "/nonexistent.json"], "cannot read"),
+        (["test", "--sink", "kafka-txn"], "--sink kafka-txn: a Kafka transaction; it needs"),
+        (["matrix", "--rows", "rabbitmq-auto-ack,mystery"], "--rows: unknown row 'mystery'"),
     ],
 )
 def test_bad_input_is_one_error_naming_it_and_exit_2(argv, message, capsys, tmp_path):
-    assert main([*argv, "--store", str(tmp_path)] if argv[0] == "test" else argv) == 2
+    with_store = argv[0] in ("test", "matrix")
+    assert main([*argv, "--store", str(tmp_path)] if with_store else argv) == 2
     err = capsys.readouterr().err.replace("\n", " ")
     assert message in err
 
@@ -27,3 +30,17 @@ def test_run_options_default_to_half_producers():
     assert RunOptions(concurrency=10).producers == 5
     with pytest.raises(RunError, match="--nemesis"):
         RunOptions(nemesis=["flood"])
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"crash_point": "whenever"}, "--crash-point: 'whenever'"),
+        ({"crash_clients": "everyone"}, "--crash-clients: 'everyone'"),
+        ({"sink": "maybe"}, "--sink: 'maybe'"),
+        ({"sink": "dedupe", "sink_db": "oracle"}, "--sink-db: 'oracle'"),
+    ],
+)
+def test_bad_crash_and_sink_options_are_refused_by_name(kw, message):
+    with pytest.raises(RunError, match=message):
+        RunOptions(**kw)

@@ -52,7 +52,10 @@ def test_spec_example_gives_the_specs_counts_and_verdict(spark, tmp_path):
         "valid": False,
         "claimed": True,
         "reason": "lost=1; lost-write=1",
+        "exercised": True,  # the partition, written once here: one start
     }
+    assert doc["hollow"] == []
+    assert doc["history"]["faults"] == {"partition": 1}
     assert doc["properties"]["at-most-once"]["claimed"] is False
     assert doc["anomalies"]["lost"]["examples"][0]["id"] == 5
     assert doc["anomalies"]["lost"]["examples"][0]["indexes"] == [7, 8]

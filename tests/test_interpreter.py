@@ -143,7 +143,10 @@ def test_crash_retires_the_process_at_its_next_op(tmp_path):
     ops = list(read_history(path))
     assert crashed == [{"process": 0, "node": "n1", "point": "next-op"}]
     assert clients[0].aborted.is_set()
-    assert {op["process"] for op in ops} == {1}
+    # the crash itself is in the history, as an op of the process that died
+    assert ops[0] == {**ops[0], "process": 0, "type": "info", "f": "crash"}
+    assert ops[0]["value"] == {"point": "next-op"}
+    assert {op["process"] for op in ops[1:]} == {1}
 
 
 def test_a_crash_point_strikes_while_the_next_delivery_is_processed(tmp_path):
@@ -171,3 +174,53 @@ def test_a_crash_point_strikes_while_the_next_delivery_is_processed(tmp_path):
     assert clients[0].crash_points == ["after-effect"]  # the first delivery, then retired
     assert all(p is None for c in clients[1:] for p in c.crash_points)
     assert [op["process"] for op in ops if op["type"] == "ok"] == [0, 1, 1]
+    crashes = [op for op in ops if op["f"] == "crash"]
+    assert [(c["process"], c["value"]["point"]) for c in crashes] == [(0, "after-effect")]
+
+
+def test_a_producer_crashed_with_a_send_in_flight_leaves_that_send_info(tmp_path):
+    path = tmp_path / "history.jsonl"
+    clients = []
+    left = iter(range(3))
+
+    class SlowSender(ScriptedClient):
+        def invoke(self, op):  # the broker would have said ok, a moment later
+            self.aborted.wait(0.2)
+            return complete(op, "ok", op["value"])
+
+    def new_client(slot):
+        clients.append(SlowSender("n1", None))
+        return clients[-1]
+
+    def next_op(slot):
+        i = next(left, None)
+        return None if i is None else {"f": "send", "value": {"msgs": [{"id": i, "queue": "q"}]}}
+
+    with HistoryWriter(path) as h:
+        interp = Interpreter(h, new_client, next_op, 1)
+        interp.crash([0], "send-in-flight")
+        interp.start()
+        assert interp.join(timeout=10)
+    ops = list(read_history(path))
+    completions = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
+    assert [(c["process"], c["type"]) for c in completions] == [(0, "info"), (1, "ok"), (1, "ok")]
+    assert "in flight" in completions[0]["error"]
+    assert completions[0]["value"] == {"msgs": [{"id": 0, "queue": "q"}]}
+    assert clients[0].aborted.is_set()  # its connection was dropped mid-call
+    crash = next(op for op in ops if op["f"] == "crash")
+    assert crash["process"] == 0 and crash["value"] == {"point": "send-in-flight"}
+    assert crash["index"] > completions[0]["index"]
+
+
+def test_unprocessed_counts_acknowledged_ids_no_receive_handed_over():
+    from harness.interpreter import Unprocessed
+
+    u = Unprocessed()
+    u.delivered([7])  # seen before its ack came back (a send that raced its receive)
+    u.acknowledged([1, 2, 7, 100_000])
+    assert u.count == 3
+    u.delivered([2, 2, 5])  # a redelivery and an unacknowledged id change nothing more
+    assert u.count == 2
+    u.acknowledged([1])  # acknowledged twice is still one message
+    u.delivered([1, 100_000])
+    assert u.count == 0

@@ -361,6 +361,7 @@ def test_check_reads_offsets_beside_a_sidecar_and_reports_them(spark, tmp_path):
         "valid": False,
         "claimed": True,
         "reason": "poll-skip=1",
+        "exercised": False,  # no fault: still violated, so not hollow
     }
     assert props["read-committed"]["valid"] is True and doc["valid"] is False
     json.dumps(doc)

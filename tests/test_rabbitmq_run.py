@@ -80,7 +80,7 @@ def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pau
     assert counts["acknowledged"] > 1000
     assert counts["lost"] == 0
     assert doc["history"]["final-read-complete"] is True
-    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True}
+    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
     assert doc["valid"] is True
     assert (run_dir / "nodes" / "n1").is_dir() and any((run_dir / "nodes" / "n1").iterdir())
     assert json.loads((run_dir / "stats.json").read_text())["acknowledged-per-second"] > 0
@@ -259,9 +259,9 @@ def test_the_report_renders_in_a_real_browser_with_verdict_and_plots(quorum_run,
     assert len(colours) > 500
 
 
-@pytest.mark.parametrize("sink", ["naive", "dedupe"])
+@pytest.mark.parametrize("sink, database", [("naive", "sqlite"), ("dedupe", "postgres")])
 def test_consumers_crashing_after_their_effect_duplicate_it_unless_the_sink_dedupes(
-    state, tmp_path, sink
+    state, tmp_path, sink, database
 ):
     run_dir, doc = run(
         state,
@@ -271,6 +271,7 @@ def test_consumers_crashing_after_their_effect_duplicate_it_unless_the_sink_dedu
         nemesis_interval=1,
         crash_point="after-effect",
         sink=sink,
+        sink_db=database,
         seed=5,
         system_options={"queue_type": "quorum", "confirms": True, "ack": "manual"},
     )
@@ -283,15 +284,19 @@ def test_consumers_crashing_after_their_effect_duplicate_it_unless_the_sink_dedu
     ]
     assert len(crashed) >= 10 and {c["point"] for c in crashed} == {"after-effect"}
     assert any(op["f"] == "effects" for op in ops)  # the sink was read into the history
-    assert (run_dir / "sink.sqlite").is_file()
+    if database == "sqlite":
+        assert (run_dir / "sink.sqlite").is_file()
+    else:  # the tool's own PostgreSQL server kept its data in the run and was stopped
+        assert (run_dir / "postgres" / "data" / "PG_VERSION").is_file()
+        assert not (run_dir / "postgres" / "data" / "postmaster.pid").exists()
     counts, eoe = doc["counts"], doc["properties"]["exactly-once-effect"]
     assert counts["lost"] == 0 and counts["effect-lost"] == 0  # every message processed
     if sink == "naive":
         assert counts["effect-duplicated"] > 0 and counts["duplicated"] > 0
-        assert eoe == {"valid": False, "claimed": False, "reason": eoe["reason"]}
+        assert eoe == {**eoe, "valid": False, "claimed": False, "exercised": True}
         assert "effect-duplicated" in eoe["reason"]
     else:
         # redelivered just as often, recognised every time
         assert counts["duplicated"] > 0 and counts["effect-duplicated"] == 0
-        assert eoe == {"valid": True, "claimed": True}
+        assert eoe == {"valid": True, "claimed": True, "exercised": True}
         assert doc["valid"] is True

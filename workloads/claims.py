@@ -97,6 +97,13 @@ SINK_CLAIMS = {
         "under a unique key, so a redelivery is recognised and not applied again; with "
         "at-least-once delivery that is exactly-once effect",
     ),
+    "kafka-txn": (
+        ("exactly-once-effect",),
+        "KIP-98 and KIP-447, Kafka docs 'Message Delivery Semantics': a consume-transform-"
+        "produce loop that writes its output and its consumed offsets in one transaction "
+        "(send_offsets_to_transaction with the consumer's group metadata) and reads with "
+        "read_committed gets each input's output committed exactly once",
+    ),
     "naive": (
         (),
         "no exactly-once-effect claim: the naive sink applies every delivery, so a message "

@@ -95,6 +95,7 @@ class KafkaQueueOptions:
     consumer_mode: str = "subscribe"
     group: str = "queuecheck"
     txn: bool = False  # transactional producers, read_committed consumers
+    read_committed: bool = False  # consumers' isolation level (always, with txn)
     send_batch: int | None = None  # messages per send op (100), or send mops per txn (5)
     receive_batch: int = 500  # records one poll hands to the application at most
     poll: float = 0.1  # seconds a receive waits for records
@@ -116,6 +117,7 @@ class KafkaQueueOptions:
             self.idempotence = self.acks == "all"
         if self.txn:
             self.idempotence = True
+            self.read_committed = True
         if self.idempotence and self.acks != "all":
             raise ValueError(
                 f"--idempotence (and --txn) need --acks all, not {self.acks}: "
@@ -156,7 +158,7 @@ class KafkaQueueOptions:
             "group_id": self.group if group else None,
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
-            "isolation_level": "read_committed" if self.txn else "read_uncommitted",
+            "isolation_level": "read_committed" if self.read_committed else "read_uncommitted",
             "max_poll_records": self.receive_batch,
             "fetch_max_wait_ms": 100,
             "request_timeout_ms": max(2000, ms * 4 // 10),
@@ -334,6 +336,7 @@ class KafkaQueueClient:
         self._consumer: KafkaConsumer | None = None
         self._events: deque = deque()  # rebalances not yet written
         self._to_commit: dict[TopicPartition, OffsetAndMetadata] | None = None
+        self._processor = None  # a transactional sink's producer for this process
         # drain state
         self._reader: KafkaConsumer | None = None
         self._ends: dict[TopicPartition, int] = {}
@@ -454,6 +457,7 @@ class KafkaQueueClient:
     def _receive(self, op: Op) -> Op:
         self._flush_events()  # what happened since our last op comes before this one
         try:
+            self._processor_open()
             c = self._consumer_open()
         except ConnectFailed as e:
             return complete(op, "fail", None, str(e))
@@ -471,8 +475,10 @@ class KafkaQueueClient:
     def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
         """Effect (with a sink), then commit what the recorded receive handed
         over; a commit that fails drops the consumer (its records come again,
-        to whoever owns them)."""
+        to whoever owns them). A transactional sink does both in one step."""
         offsets, self._to_commit = self._to_commit, None
+        if getattr(self.sink, "transactional", False):
+            return self._process_in_txn(completion, offsets, crash_point)
 
         def commit() -> None:
             if not offsets or completion["f"] != "receive" or self._consumer is None:
@@ -484,6 +490,49 @@ class KafkaQueueClient:
                 self._drop_consumer()
 
         process_delivery(completion, crash_point, self.sink, commit, self._drop_consumer)
+
+    def _process_in_txn(self, completion: Op, offsets, crash_point: str | None) -> None:
+        """Consume-transform-produce: the output records and the offsets commit
+        in one transaction, or neither does and the records come again."""
+        if completion["f"] != "receive" or not offsets or self._consumer is None:
+            return
+        if crash_point == "before-effect":
+            return self._crash()
+        if self._processor is None:  # dropped since the receive: its records come again
+            return self._drop_consumer()
+        ids = [m["id"] for m in completion["value"]["msgs"]]
+        # Subscribe mode: the group's generation and member id, so the broker
+        # rejects the offsets of a consumer that already lost the partitions.
+        group = self._consumer.group_metadata() if self.opts.consumer_mode == "subscribe" else None
+        why = self._processor.run(
+            ids, offsets, group or self.opts.group, commit=crash_point != "after-effect"
+        )
+        if why is not None or crash_point == "after-ack":
+            if why and crash_point != "after-effect":
+                log.info("%s: effect transaction failed, dropping the consumer: %s", self.node, why)
+            self._crash()
+
+    def _processor_open(self) -> None:
+        """A transactional sink's producer, before this process reads anything:
+        taking its seat aborts whatever a crashed predecessor left open there,
+        which would otherwise hold back the partitions' committed offsets."""
+        if not getattr(self.sink, "transactional", False) or self._processor is not None:
+            return
+        p = self.sink.processor(self.node, self.bootstrap, self.deadline)
+        try:
+            p.open()
+        except Exception as e:  # noqa: BLE001 - nothing read, nothing written
+            p.drop()
+            why = f"{self.node}: cannot start the effects producer: {describe(e)}"
+            raise ConnectFailed(why) from None
+        self._processor = p
+
+    def _crash(self) -> None:
+        """The consumer process dies: its consumer and its effects producer go."""
+        self._drop_consumer()
+        p, self._processor = self._processor, None
+        if p is not None:
+            p.drop()
 
     def _drop_consumer(self) -> None:
         c, self._consumer = self._consumer, None
@@ -583,7 +632,7 @@ class KafkaQueueClient:
     def abort(self) -> None:
         """Drops every client without committing; closes them in the background."""
         self._drop_producer()
-        self._drop_consumer()
+        self._crash()
         reader, self._reader = self._reader, None
         if reader is not None:
             _in_background("drain", lambda: reader.close(autocommit=False, timeout_ms=1000))
@@ -596,6 +645,9 @@ class KafkaQueueClient:
     def close(self) -> None:
         self._drop_producer()
         self._release_share()
+        p, self._processor = self._processor, None
+        if p is not None:
+            p.drop()  # between transactions: nothing is left open
         c, self._consumer = self._consumer, None
         reader, self._reader = self._reader, None
         for x in (c, reader):

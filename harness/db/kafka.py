@@ -139,6 +139,9 @@ class Kafka(PidfileProcess):
             "transaction.state.log.replication.factor": internal_rf,
             "transaction.state.log.min.isr": min(2, internal_rf),
             "transaction.state.log.num.partitions": 10,
+            # a transaction its producer left open (a crashed client) is aborted
+            # within a second of its timeout, not the default ten
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             "share.coordinator.state.topic.replication.factor": internal_rf,
             "share.coordinator.state.topic.min.isr": min(2, internal_rf),
             "group.initial.rebalance.delay.ms": 0,

@@ -5,21 +5,17 @@ exactly-once effect."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from .sqlite import SQLiteTable
+from .tables import EffectsTable
 
 
 class DedupeSink:
     name = "dedupe"
 
-    def __init__(self, path: Path):
-        self.table = SQLiteTable(
-            path, "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY)"
-        )
+    def __init__(self, table: EffectsTable):
+        self.table = table  # unique on the id: a repeated insert is ignored
 
     def apply(self, ids: list[int]) -> None:
-        self.table.write("INSERT OR IGNORE INTO effects (id) VALUES (?)", [(i,) for i in ids])
+        self.table.insert(ids)
 
     def counts(self):
         return self.table.counts()

@@ -5,19 +5,17 @@ as duplicate effects."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from .sqlite import SQLiteTable
+from .tables import EffectsTable
 
 
 class NaiveSink:
     name = "naive"
 
-    def __init__(self, path: Path):
-        self.table = SQLiteTable(path, "CREATE TABLE IF NOT EXISTS effects (id INTEGER NOT NULL)")
+    def __init__(self, table: EffectsTable):
+        self.table = table  # not unique: every insert is a row
 
     def apply(self, ids: list[int]) -> None:
-        self.table.write("INSERT INTO effects (id) VALUES (?)", [(i,) for i in ids])
+        self.table.insert(ids)
 
     def counts(self):
         return self.table.counts()

@@ -1,6 +1,6 @@
-"""The SQLite database both sinks write to: one file, one connection shared
-under a lock (the consumers are threads of one process), WAL so the final
-read does not wait on writers."""
+"""The effects table in SQLite (the embedded default, a file in the run
+directory): one connection shared under a lock (the consumers are threads
+of one process), WAL so the final read does not wait on writers."""
 
 from __future__ import annotations
 
@@ -10,23 +10,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-class SQLiteTable:
-    def __init__(self, path: Path, schema: str):
+class SQLiteEffects:
+    """`unique`: one row per id at most, a repeated insert is ignored (dedupe);
+    otherwise every insert appends a row (naive)."""
+
+    def __init__(self, path: Path, unique: bool):
         self.path = Path(path)
+        self.unique = unique
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute(schema)
+        key = "INTEGER PRIMARY KEY" if unique else "INTEGER NOT NULL"
+        self.db.execute(f"CREATE TABLE IF NOT EXISTS effects (id {key})")
         self.lock = threading.Lock()
 
-    def write(self, sql: str, rows: list[tuple]) -> None:
-        """All rows in one transaction: either every effect is there or none."""
-        if not rows:
+    def insert(self, ids: list[int]) -> None:
+        """All ids in one transaction: either every effect is there or none."""
+        if not ids:
             return
+        verb = "INSERT OR IGNORE" if self.unique else "INSERT"
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                self.db.executemany(sql, rows)
+                self.db.executemany(f"{verb} INTO effects (id) VALUES (?)", [(i,) for i in ids])
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")

@@ -1,0 +1,171 @@
+"""`queuecheck matrix`: the runs that tell the exactly-once story, side by side.
+
+Each row is one real run on the local cluster (or a cluster file) under the
+same fault: client crashes every second, consumers at a random moment of
+their processing (before the effect, between effect and ack, after the
+ack), producers with a send in flight. One table then shows, configuration
+by property, what was claimed, what held, and the counts that say why.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .runner import Run, RunOptions
+
+PROPERTIES = ("at-most-once", "at-least-once", "exactly-once-effect")
+# The counts each property's cell shows when they are not zero.
+EVIDENCE = {
+    "at-most-once": ("duplicated",),
+    "at-least-once": ("lost",),
+    "exactly-once-effect": ("effect-lost", "effect-duplicated"),
+}
+
+
+@dataclass
+class Row:
+    name: str
+    what: str  # the configuration, for a reader choosing a setup
+    options: dict[str, Any] = field(default_factory=dict)  # RunOptions fields
+
+
+ROWS: list[Row] = [
+    Row(
+        "rabbitmq-auto-ack",
+        "RabbitMQ quorum queue, confirms, auto-ack, naive sink",
+        {
+            "system": "rabbitmq",
+            "sink": "naive",
+            "system_options": {"queue_type": "quorum", "ack": "auto"},
+        },
+    ),
+    Row(
+        "rabbitmq-manual-naive",
+        "RabbitMQ quorum queue, confirms, manual ack after the effect, naive sink",
+        {"system": "rabbitmq", "sink": "naive", "system_options": {"queue_type": "quorum"}},
+    ),
+    Row(
+        "rabbitmq-manual-dedupe",
+        "RabbitMQ quorum queue, confirms, manual ack after the effect, dedupe sink",
+        {"system": "rabbitmq", "sink": "dedupe", "system_options": {"queue_type": "quorum"}},
+    ),
+    Row(
+        "kafka-acks-all-dedupe",
+        "Kafka acks=all, idempotent producer, offsets committed after the effect, dedupe sink",
+        {"system": "kafka", "sink": "dedupe", "rate": 5.0, "system_options": {"acks": "all"}},
+    ),
+    Row(
+        "kafka-transactions",
+        "Kafka transactional producers; consume-transform-produce with the offsets in the "
+        "output's transaction, read_committed",
+        {
+            "system": "kafka",
+            "sink": "kafka-txn",
+            # 20 messages a transaction: a commit costs most of a second on this box
+            "system_options": {"acks": "all", "txn": True, "send_batch": 20},
+        },
+    ),
+]
+MATRIX_FILE = "matrix.json"
+
+
+def rows_named(names: list[str] | None) -> list[Row]:
+    if not names:
+        return ROWS
+    known = {r.name: r for r in ROWS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"--rows: unknown row {unknown[0]!r}; known: {', '.join(known)}")
+    return [known[n] for n in names]
+
+
+def cell(doc: dict[str, Any] | None, prop: str) -> str:
+    """held / VIOLATED / unknown, hollow noted, with the counts that decide it."""
+    if doc is None:
+        return "not run"
+    entry = doc["properties"].get(prop)
+    if entry is None:
+        return "-"
+    # Only a broken promise shouts; an unclaimed property is what the setup delivered.
+    violated = "VIOLATED" if entry["claimed"] else "violated"
+    word = {True: "held", False: violated, "unknown": "unknown"}.get(entry["valid"], "?")
+    if entry["valid"] is True and entry.get("hollow"):
+        word = "held (hollow)"
+    counts = doc.get("counts", {})
+    shown = [f"{k} {counts[k]}" for k in EVIDENCE[prop] if counts.get(k)]
+    claimed = "claimed: " if entry["claimed"] else ""
+    return f"{claimed}{word}" + (f" ({', '.join(shown)})" if shown else "")
+
+
+def run_matrix(base: dict[str, Any], rows: list[Row], console: Console) -> dict[str, Any]:
+    """Runs each row with `base` RunOptions fields under it; returns the matrix
+    document (also written to store/matrix/<time>/matrix.json)."""
+    started = time.strftime("%Y%m%dT%H%M%S")
+    out_dir = Path(base.get("store", "store")) / "matrix" / started
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for row in rows:
+        console.rule(f"{row.name}: {row.what}")
+        opts = RunOptions(**{**base, **row.options, "name": f"matrix-{row.name}"})
+        entry: dict[str, Any] = {"row": row.name, "what": row.what}
+        try:
+            run, doc = Run(opts, console).execute()
+            entry.update(run=str(run), results=doc)
+            stats = json.loads((Path(run) / "stats.json").read_text())
+            entry["recovered"] = stats.get("recovered")
+        except Exception as e:  # noqa: BLE001 - one row's failure must not lose the others
+            entry["error"] = f"{type(e).__name__}: {e}"
+            console.print(f"[bold red]{row.name} failed:[/] {e}")
+        results.append(entry)
+        _write(out_dir, started, results)  # kept as it grows: a killed matrix keeps its rows
+    doc = _write(out_dir, started, results)
+    print_matrix(doc, console)
+    console.print(f"matrix: {out_dir / MATRIX_FILE}")
+    return doc
+
+
+def _write(out_dir: Path, started: str, results: list[dict]) -> dict[str, Any]:
+    doc = {"started": started, "properties": list(PROPERTIES), "rows": results}
+    tmp = out_dir / (MATRIX_FILE + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(out_dir / MATRIX_FILE)
+    return doc
+
+
+def print_matrix(doc: dict[str, Any], console: Console) -> None:
+    table = Table(title="queuecheck matrix: configuration × property", show_lines=True)
+    table.add_column("configuration")
+    for prop in PROPERTIES:
+        table.add_column(prop)
+    table.add_column("what was exercised")
+    for entry in doc["rows"]:
+        res = entry.get("results")
+        first = f"{entry['row']}\n[dim]{entry['what']}[/]"
+        if res is None:
+            table.add_row(first, *(["error"] * len(PROPERTIES)), entry.get("error", ""))
+            continue
+        c = res.get("counts", {})
+        exercised = (
+            f"client crashes {res.get('history', {}).get('client-crashes', 0)}, "
+            f"redelivered {c.get('duplicated', 0)}, "
+            f"delivered {c.get('delivered', 0)} of {c.get('acknowledged', 0)} acked"
+        )
+        table.add_row(first, *(_colour(cell(res, p)) for p in PROPERTIES), exercised)
+    console.print(table)
+
+
+def _colour(text: str) -> str:
+    if "VIOLATED" in text:
+        return f"[bold red]{text}[/]"
+    if "violated" in text:
+        return f"[red]{text}[/]"
+    if "hollow" in text or "unknown" in text:
+        return f"[yellow]{text}[/]"
+    return f"[green]{text}[/]" if "held" in text else text

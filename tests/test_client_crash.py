@@ -1,0 +1,53 @@
+"""Whom the crash-client fault strikes, and at which moment."""
+
+import random
+
+import pytest
+
+from nemesis.client_crash import ClientCrashNemesis
+
+
+class Marks:
+    """Stands in for the interpreter's crash hook: notes what was asked."""
+
+    def __init__(self):
+        self.asked = []
+
+    def crash(self, slots, point):
+        self.asked.append((slots[0], point))
+        return [{"process": slots[0], "point": point}]
+
+
+def test_both_crashes_a_consumer_at_its_point_and_a_producer_in_flight():
+    marks = Marks()
+    fault = ClientCrashNemesis(marks, [2, 3], [0, 1], point="after-effect", target="both")
+    value = fault.start(random.Random(1))
+    (consumer, cpoint), (producer, ppoint) = marks.asked
+    assert consumer in (2, 3) and cpoint == "after-effect"
+    assert producer in (0, 1) and ppoint == "send-in-flight"
+    assert len(value["crashed"]) == 2
+
+
+def test_random_point_picks_among_the_processing_moments():
+    marks = Marks()
+    fault = ClientCrashNemesis(marks, [5], point="random")
+    rng = random.Random(7)
+    for _ in range(60):
+        fault.start(rng)
+    assert {p for _, p in marks.asked} == {"before-effect", "after-effect", "after-ack"}
+
+
+def test_producers_only_never_touches_a_consumer():
+    marks = Marks()
+    fault = ClientCrashNemesis(marks, [2, 3], [0], target="producers")
+    fault.start(random.Random(3))
+    assert marks.asked == [(0, "send-in-flight")]
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [({"point": "sometime"}, "--crash-point: 'sometime'"), ({"target": "all"}, "--crash-clients")],
+)
+def test_bad_options_are_refused_by_name(kw, message):
+    with pytest.raises(ValueError, match=message):
+        ClientCrashNemesis(Marks(), [1], [0], **kw)

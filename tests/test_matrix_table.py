@@ -1,0 +1,51 @@
+"""The matrix table's cells, from results documents: what a reader sees."""
+
+from rich.console import Console
+
+from harness.matrix import cell, print_matrix
+
+
+def doc(valid, claimed, hollow=None, **counts):
+    prop = {"valid": valid, "claimed": claimed}
+    if hollow:
+        prop["hollow"] = hollow
+    return {"properties": {"exactly-once-effect": prop}, "counts": counts}
+
+
+def test_a_cell_says_claimed_held_or_violated_with_the_counts_that_decide():
+    assert cell(doc(True, True), "exactly-once-effect") == "claimed: held"
+    assert (
+        cell(doc(False, False, **{"effect-duplicated": 6, "effect-lost": 0}), "exactly-once-effect")
+        == "violated (effect-duplicated 6)"
+    )
+    assert cell(doc(False, True, **{"effect-lost": 2}), "exactly-once-effect") == (
+        "claimed: VIOLATED (effect-lost 2)"
+    )
+    assert cell(doc(True, True, hollow="no redelivery"), "exactly-once-effect") == (
+        "claimed: held (hollow)"
+    )
+    assert cell(None, "at-most-once") == "not run"
+
+
+def test_a_row_that_failed_keeps_its_place_with_the_error():
+    console = Console(record=True, width=200)
+    rows = [
+        {"row": "kafka-transactions", "what": "txn", "error": "RunError: n2: unreachable"},
+        {
+            "row": "rabbitmq-manual-dedupe",
+            "what": "dedupe",
+            "results": {
+                "properties": {
+                    "at-least-once": {"valid": True, "claimed": True},
+                    "exactly-once-effect": {"valid": True, "claimed": True},
+                },
+                "counts": {"duplicated": 12, "delivered": 100, "acknowledged": 100},
+                "history": {"client-crashes": 9},
+            },
+        },
+    ]
+    print_matrix({"rows": rows}, console)
+    text = console.export_text()
+    assert "RunError: n2: unreachable" in text
+    assert "client crashes 9, redelivered 12" in text
+    assert "claimed: held" in text
