@@ -28,7 +28,7 @@ from nemesis.base import Nemesis
 from nemesis.iptables import heal_leftovers
 from nemesis.schedule import Schedule
 from workloads.base import Client, describe
-from workloads.sinks import DATABASES, SINKS, Sink
+from workloads.sinks import DATABASES, SINKS, Sink, make_sink
 
 from .db import DB, DBError
 from .generator import QueueOps
@@ -264,8 +264,9 @@ class Run:
                 txn=system.txn,
             )
             if opts.sink:
+                new_sink = system.make_sink or (lambda k, d: make_sink(k, d, opts.sink_db))
                 try:
-                    self.sink = system.make_sink(opts.sink, run)
+                    self.sink = new_sink(opts.sink, run)
                 except ValueError as e:
                     raise RunError(str(e)) from None
                 gen.keep_consuming = True  # every message gets processed before the drain

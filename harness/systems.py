@@ -7,7 +7,7 @@ from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
 from workloads.claims import claims_for
-from workloads.sinks import make_sink
+from workloads.sinks import TABLE_SINKS, make_sink
 
 from .remote import Remote
 
@@ -61,6 +61,7 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
 
     config = {
         "sink": opts.sink,
+        "sink_db": opts.sink_db if opts.sink in TABLE_SINKS else None,
         "queue_type": queue.queue_type,
         "confirms": queue.confirms,
         "ack": queue.ack,
@@ -158,6 +159,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
 
     config = {
         "sink": opts.sink,
+        "sink_db": opts.sink_db if opts.sink in TABLE_SINKS else None,
         "topic": queue.topic,
         "partitions": queue.partitions,
         "acks": queue.acks,

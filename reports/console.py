@@ -54,6 +54,8 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
         if prop.get("reason") and prop["valid"] is not False:
             shown += f"\n[dim]{escape(prop['reason'])}[/]"
         held = HELD.get(prop["valid"], str(prop["valid"]))
+        if prop["valid"] is False and not prop["claimed"]:
+            held = "[red]violated[/]"  # what a setup delivered, not a broken promise
         if prop.get("hollow"):
             held = HOLLOW
             shown += f"\n[yellow]hollow: {escape(prop['hollow'])}[/]"

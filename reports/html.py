@@ -155,6 +155,8 @@ def _verdict_table(doc: dict[str, Any]) -> str:
     rules = property_rules()
     for name, p in doc["properties"].items():
         word, cls = HELD.get(p["valid"], (str(p["valid"]), "unknown"))
+        if p["valid"] is False and not p["claimed"]:
+            word = "violated"  # what a setup delivered, not a broken promise: no capitals
         shown = ", ".join(f"{k}={counts[k]}" for k in rules.get(name, ()) if k in counts)
         reason = f"<br><small>{_e(p['reason'])}</small>" if p.get("reason") else ""
         if p.get("hollow"):

@@ -49,3 +49,25 @@ def test_a_row_that_failed_keeps_its_place_with_the_error():
     assert "RunError: n2: unreachable" in text
     assert "client crashes 9, redelivered 12" in text
     assert "claimed: held" in text
+
+
+def test_the_verdict_shouts_only_for_a_broken_promise():
+    from reports.console import print_verdict
+
+    console = Console(record=True, width=200)
+    doc = {
+        "valid": False,
+        "properties": {
+            "at-most-once": {"valid": False, "claimed": False, "reason": "duplicated=3"},
+            "at-least-once": {"valid": False, "claimed": True, "reason": "lost=1"},
+        },
+        "counts": {"duplicated": 3, "lost": 1},
+    }
+    print_verdict(doc, console)
+    rows = {
+        line.split("│")[1].strip(): line
+        for line in console.export_text().splitlines()
+        if line.count("│") > 3 and line.split("│")[1].strip()
+    }
+    assert "VIOLATED" in rows["at-least-once"]
+    assert "violated" in rows["at-most-once"] and "VIOLATED" not in rows["at-most-once"]

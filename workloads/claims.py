@@ -93,7 +93,7 @@ def _durable(c: Config) -> bool:
 SINK_CLAIMS = {
     "dedupe": (
         ("exactly-once-effect",),
-        "the dedupe sink: the effect and the message id commit in one SQLite transaction "
+        "the dedupe sink: the effect and the message id commit in one database transaction "
         "under a unique key, so a redelivery is recognised and not applied again; with "
         "at-least-once delivery that is exactly-once effect",
     ),
