@@ -74,4 +74,8 @@ def run_demo(
             str(Path(run)),
         )
     console.print(table)
+    console.print(
+        "exactly-once effect (sinks, consumers crashed between effect and ack): "
+        "`queuecheck matrix`"
+    )
     return 0

@@ -68,7 +68,8 @@ ROWS: list[Row] = [
         {
             "system": "kafka",
             "sink": "kafka-txn",
-            # 20 messages a transaction: a commit costs most of a second on this box
+            # 20 messages a transaction: with ten transactional clients and three
+            # brokers on two cores a transaction takes a few hundred ms
             "system_options": {"acks": "all", "txn": True, "send_batch": 20},
         },
     ),

@@ -36,7 +36,7 @@ from workloads.kafka_queue import (
     _in_background,
     close_producer,
 )
-from workloads.kafka_txn import bounded
+from workloads.kafka_txn import TXN_RETRY_BACKOFF_MS, bounded
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,7 @@ class TxnProcessor:
                 # An open transaction nobody fences is aborted by the coordinator soon.
                 transaction_timeout_ms=max(5000, int(self.deadline * 1000)),
                 client_id=self.transactional_id,
+                retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
             )
             p = KafkaProducer(**cfg)
             try:
