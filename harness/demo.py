@@ -75,7 +75,6 @@ def run_demo(
         )
     console.print(table)
     console.print(
-        "exactly-once effect (sinks, consumers crashed between effect and ack): "
-        "`queuecheck matrix`"
+        "exactly-once effect (sinks, consumers crashed between effect and ack): `queuecheck matrix`"
     )
     return 0
