@@ -75,6 +75,7 @@ ROWS: list[Row] = [
     ),
 ]
 MATRIX_FILE = "matrix.json"
+MATRIX_MARKDOWN = "matrix.md"  # the same table, to paste into a report
 
 
 def rows_named(names: list[str] | None) -> list[Row]:
@@ -128,16 +129,41 @@ def run_matrix(base: dict[str, Any], rows: list[Row], console: Console) -> dict[
         _write(out_dir, started, results)  # kept as it grows: a killed matrix keeps its rows
     doc = _write(out_dir, started, results)
     print_matrix(doc, console)
-    console.print(f"matrix: {out_dir / MATRIX_FILE}")
+    console.print(f"matrix: {out_dir / MATRIX_FILE} and {MATRIX_MARKDOWN}")
     return doc
 
 
 def _write(out_dir: Path, started: str, results: list[dict]) -> dict[str, Any]:
     doc = {"started": started, "properties": list(PROPERTIES), "rows": results}
-    tmp = out_dir / (MATRIX_FILE + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(out_dir / MATRIX_FILE)
+    for name, text in ((MATRIX_FILE, json.dumps(doc, indent=2)), (MATRIX_MARKDOWN, markdown(doc))):
+        tmp = out_dir / (name + ".tmp")
+        tmp.write_text(text + "\n")
+        tmp.replace(out_dir / name)
     return doc
+
+
+def exercised(res: dict[str, Any]) -> str:
+    c = res.get("counts", {})
+    return (
+        f"client crashes {res.get('history', {}).get('client-crashes', 0)}, "
+        f"redelivered {c.get('duplicated', 0)}, "
+        f"delivered {c.get('delivered', 0)} of {c.get('acknowledged', 0)} acked"
+    )
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The table as Markdown: configuration × property, with each run's directory."""
+    head = ["configuration", *PROPERTIES, "what was exercised", "run"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for entry in doc["rows"]:
+        res = entry.get("results")
+        first = f"`{entry['row']}`: {entry['what']}"
+        if res is None:
+            cells = ["error"] * len(PROPERTIES) + [entry.get("error", ""), ""]
+        else:
+            cells = [cell(res, p) for p in PROPERTIES] + [exercised(res), entry.get("run", "")]
+        lines.append("| " + " | ".join([first, *cells]).replace("\n", " ") + " |")
+    return "\n".join(lines)
 
 
 def print_matrix(doc: dict[str, Any], console: Console) -> None:
@@ -152,13 +178,7 @@ def print_matrix(doc: dict[str, Any], console: Console) -> None:
         if res is None:
             table.add_row(first, *(["error"] * len(PROPERTIES)), entry.get("error", ""))
             continue
-        c = res.get("counts", {})
-        exercised = (
-            f"client crashes {res.get('history', {}).get('client-crashes', 0)}, "
-            f"redelivered {c.get('duplicated', 0)}, "
-            f"delivered {c.get('delivered', 0)} of {c.get('acknowledged', 0)} acked"
-        )
-        table.add_row(first, *(_colour(cell(res, p)) for p in PROPERTIES), exercised)
+        table.add_row(first, *(_colour(cell(res, p)) for p in PROPERTIES), exercised(res))
     console.print(table)
 
 

@@ -48,6 +48,8 @@ def test_matrix_prints_the_exactly_once_story_from_real_runs(tmp_path_factory, t
         assert row.name in r.stdout
     (matrix_file,) = Path(tmp_path / "store" / "matrix").glob("*/matrix.json")
     doc = json.loads(matrix_file.read_text())
+    table = (matrix_file.parent / "matrix.md").read_text().splitlines()
+    assert len(table) == 2 + len(ROWS)  # header, rule, one line per row
     res = {row["row"]: row["results"] for row in doc["rows"]}
     assert list(res) == [row.name for row in ROWS]
 

@@ -71,3 +71,30 @@ def test_the_verdict_shouts_only_for_a_broken_promise():
     }
     assert "VIOLATED" in rows["at-least-once"]
     assert "violated" in rows["at-most-once"] and "VIOLATED" not in rows["at-most-once"]
+
+
+def test_the_markdown_table_has_a_row_per_configuration_and_its_run():
+    from harness.matrix import markdown
+
+    rows = [
+        {
+            "row": "rabbitmq-manual-naive",
+            "what": "naive",
+            "run": "store/matrix-rabbitmq-manual-naive/1",
+            "results": {
+                "properties": {
+                    "at-most-once": {"valid": False, "claimed": False},
+                    "at-least-once": {"valid": True, "claimed": True},
+                    "exactly-once-effect": {"valid": False, "claimed": False},
+                },
+                "counts": {"duplicated": 7, "effect-duplicated": 3},
+            },
+        },
+        {"row": "kafka-transactions", "what": "txn", "error": "RunError: n2"},
+    ]
+    lines = markdown({"rows": rows}).splitlines()
+    assert lines[0].startswith("| configuration | at-most-once | at-least-once |")
+    assert len(lines) == 4 and all(line.count("|") == lines[0].count("|") for line in lines)
+    assert "violated (effect-duplicated 3)" in lines[2]
+    assert "store/matrix-rabbitmq-manual-naive/1" in lines[2]
+    assert "RunError: n2" in lines[3]
