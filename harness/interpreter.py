@@ -122,9 +122,12 @@ class Interpreter:
         next_op: Callable[[int], Op | None],
         concurrency: int,
         op_timeout: float = 10.0,
+        track_unprocessed: bool = False,
     ):
         """`new_client(slot)` opens a client for a slot; `next_op(slot)` gives
-        the slot's next op ({"f", "value"}) or None when the workload is done."""
+        the slot's next op ({"f", "value"}) or None when the workload is done.
+        `track_unprocessed`: keep `unprocessed` (a sink run waits on it before
+        the drain); off, the tally does no per-message work."""
         self.history = history
         self.new_client = new_client
         self.next_op = next_op
@@ -135,7 +138,8 @@ class Interpreter:
         self._tally_lock = threading.Lock()
         self.delivered = 0  # messages handed to the application by ok receives
         self.acked = 0  # messages in ok sends and ok txns' send mops (one op may carry many)
-        self.unprocessed = Unprocessed()  # acknowledged, not yet handed to a consumer
+        # acknowledged, not yet handed to a consumer
+        self.unprocessed = Unprocessed() if track_unprocessed else None
         self._threads: dict[int, threading.Thread] = {}  # the live worker of each slot
         self._done = threading.Event()
 
@@ -204,11 +208,11 @@ class Interpreter:
             if rec["type"] == "ok":
                 ids = acknowledged(rec)
                 self.acked += len(ids)
-                self.unprocessed.acknowledged(ids)
-                if rec["f"] == "receive":
-                    ids = [m["id"] for m in (rec.get("value") or {}).get("msgs", ())]
-                    self.delivered += len(ids)
-                    self.unprocessed.delivered(ids)
+                msgs = (rec.get("value") or {}).get("msgs", ()) if rec["f"] == "receive" else ()
+                self.delivered += len(msgs)
+                if self.unprocessed is not None:
+                    self.unprocessed.acknowledged(ids)
+                    self.unprocessed.delivered([m["id"] for m in msgs])
 
     def _deadline(self) -> float:
         return time.monotonic() + self.op_timeout

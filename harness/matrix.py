@@ -18,6 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reports.console import held_word
+
 from .runner import Run, RunOptions
 
 PROPERTIES = ("at-most-once", "at-least-once", "exactly-once-effect")
@@ -95,11 +97,7 @@ def cell(doc: dict[str, Any] | None, prop: str) -> str:
     entry = doc["properties"].get(prop)
     if entry is None:
         return "-"
-    # Only a broken promise shouts; an unclaimed property is what the setup delivered.
-    violated = "VIOLATED" if entry["claimed"] else "violated"
-    word = {True: "held", False: violated, "unknown": "unknown"}.get(entry["valid"], "?")
-    if entry["valid"] is True and entry.get("hollow"):
-        word = "held (hollow)"
+    word = held_word(entry)
     counts = doc.get("counts", {})
     shown = [f"{k} {counts[k]}" for k in EVIDENCE[prop] if counts.get(k)]
     claimed = "claimed: " if entry["claimed"] else ""

@@ -28,7 +28,7 @@ from nemesis.base import Nemesis
 from nemesis.iptables import heal_leftovers
 from nemesis.schedule import Schedule
 from workloads.base import Client, describe
-from workloads.sinks import DATABASES, SINKS, Sink, make_sink
+from workloads.sinks import DATABASES, SINKS, TABLE_SINKS, Sink, make_sink
 
 from .db import DB, DBError
 from .generator import QueueOps
@@ -132,7 +132,8 @@ class System:
     # own process besides their completions (e.g. Kafka's rebalances, `assign`).
     attach: Callable[[HistoryWriter], None] | None = None
     drain_all_nodes: bool = True  # False: one node's client reads everything (Kafka)
-    make_sink: Callable[[str, Path], Sink] | None = None  # (kind, run dir): the run's sink
+    # The system's own sink (kafka-txn), for --sink values that are not a table sink.
+    own_sink: Callable[[], Sink] | None = None
 
 
 def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
@@ -264,9 +265,13 @@ class Run:
                 txn=system.txn,
             )
             if opts.sink:
-                new_sink = system.make_sink or (lambda k, d: make_sink(k, d, opts.sink_db))
                 try:
-                    self.sink = new_sink(opts.sink, run)
+                    if opts.sink in TABLE_SINKS:
+                        self.sink = make_sink(opts.sink, run, opts.sink_db)
+                    elif system.own_sink is not None:
+                        self.sink = system.own_sink()
+                    else:
+                        raise ValueError(f"--sink {opts.sink}: not a sink of {opts.system}")
                 except ValueError as e:
                     raise RunError(str(e)) from None
                 gen.keep_consuming = True  # every message gets processed before the drain
@@ -276,6 +281,7 @@ class Run:
                 gen,
                 opts.concurrency,
                 opts.op_timeout,
+                track_unprocessed=self.sink is not None,
             )
             schedule = Schedule(
                 make_faults(opts, system, nodes, interp),

@@ -7,7 +7,7 @@ from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
 from workloads.claims import claims_for
-from workloads.sinks import TABLE_SINKS, make_sink
+from workloads.sinks import TABLE_SINKS
 
 from .remote import Remote
 
@@ -38,6 +38,11 @@ def data_base(opts: RunOptions) -> str:
     return f"/var/lib/queuecheck/{opts.prefix.rstrip('-') or 'default'}"
 
 
+def sink_config(opts: RunOptions) -> dict:
+    """What test.json records of the sink (the database only for table sinks)."""
+    return {"sink": opts.sink, "sink_db": opts.sink_db if opts.sink in TABLE_SINKS else None}
+
+
 def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
     from workloads.rabbitmq_queue import RabbitQueueClient, RabbitQueueOptions
 
@@ -60,8 +65,7 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
             client.close()
 
     config = {
-        "sink": opts.sink,
-        "sink_db": opts.sink_db if opts.sink in TABLE_SINKS else None,
+        **sink_config(opts),
         "queue_type": queue.queue_type,
         "confirms": queue.confirms,
         "ack": queue.ack,
@@ -69,12 +73,6 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
         "net_ticktime": db.opts.net_ticktime,
     }
     claims, notes = claims_for("rabbitmq", config)
-
-    def new_sink(kind: str, run_dir):
-        if kind == "kafka-txn":
-            raise ValueError("--sink kafka-txn: a Kafka transaction; it needs --system kafka")
-        return make_sink(kind, run_dir, opts.sink_db)
-
     return System(
         db=db,
         new_client=lambda node, sink=None: RabbitQueueClient(
@@ -85,7 +83,6 @@ def rabbitmq(opts: RunOptions, nodes: list[Remote]) -> System:
         claims=claims,
         claim_notes=notes,
         config={**config, "db": asdict(db.opts) | {"password": "***"}},
-        make_sink=new_sink,
     )
 
 
@@ -148,9 +145,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
             db, queue, deadline=db.opts.ready_timeout, txn=queue.txn or opts.sink == "kafka-txn"
         )
 
-    def new_sink(kind: str, run_dir):
-        if kind != "kafka-txn":
-            return make_sink(kind, run_dir, opts.sink_db)
+    def kafka_txn_sink():
         from workloads.sinks.kafka_txn import KafkaTxnSink
 
         return KafkaTxnSink(
@@ -158,8 +153,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
         )
 
     config = {
-        "sink": opts.sink,
-        "sink_db": opts.sink_db if opts.sink in TABLE_SINKS else None,
+        **sink_config(opts),
         "topic": queue.topic,
         "partitions": queue.partitions,
         "acks": queue.acks,
@@ -190,7 +184,7 @@ def kafka(opts: RunOptions, nodes: list[Remote]) -> System:
         txn=queue.txn,
         attach=lambda writer: history.update(writer=writer),
         drain_all_nodes=False,
-        make_sink=new_sink,
+        own_sink=kafka_txn_sink,
     )
 
 

@@ -20,8 +20,29 @@ def _rule(name: str) -> tuple[str, ...]:
 
 
 HELD = {True: "[green]held[/]", False: "[bold red]VIOLATED[/]", "unknown": "[yellow]unknown[/]"}
-# Held, but the run never met the fault the property is about (checkers/exercise.py).
-HOLLOW = "[yellow]held (hollow)[/]"
+# The style of each word held_word says.
+WORD_STYLE = {
+    "held": "green",
+    "held (hollow)": "yellow",
+    "VIOLATED": "bold red",
+    "violated": "red",
+    "unknown": "yellow",
+}
+
+
+def held_word(prop: dict[str, Any]) -> str:
+    """What a results.json property entry says, in every report: held, held
+    (hollow) when the run never met the fault the property is about
+    (checkers/exercise.py), VIOLATED for a broken promise, violated (no
+    capitals) for an unclaimed property, which is what the setup delivered."""
+    valid = prop["valid"]
+    if valid is True:
+        return "held (hollow)" if prop.get("hollow") else "held"
+    if valid is False:
+        return "VIOLATED" if prop["claimed"] else "violated"
+    return str(valid)
+
+
 VERDICT = {
     True: "[bold green]VALID[/]",
     False: "[bold red]INVALID[/]",
@@ -53,11 +74,9 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
         shown = ", ".join(f"{k}={counts[k]}" for k in rule if k in counts)
         if prop.get("reason") and prop["valid"] is not False:
             shown += f"\n[dim]{escape(prop['reason'])}[/]"
-        held = HELD.get(prop["valid"], str(prop["valid"]))
-        if prop["valid"] is False and not prop["claimed"]:
-            held = "[red]violated[/]"  # what a setup delivered, not a broken promise
+        word = held_word(prop)
+        held = f"[{WORD_STYLE[word]}]{word}[/]" if word in WORD_STYLE else word
         if prop.get("hollow"):
-            held = HOLLOW
             shown += f"\n[yellow]hollow: {escape(prop['hollow'])}[/]"
         table.add_row(
             name,

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
 from checkers.exercise import describe  # noqa: E402
 
+from .console import held_word  # noqa: E402
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
 REPORT_FILE = "report.html"
@@ -30,7 +31,13 @@ FAULT_COLOURS = {
     "loss": "#ffe082",
     "crash-client": "#8d6e63",
 }
-HELD = {True: ("held", "held"), False: ("VIOLATED", "violated"), "unknown": ("unknown", "unknown")}
+# The CSS class of each word held_word says.
+WORD_CLASS = {
+    "held": "held",
+    "held (hollow)": "hollow",
+    "VIOLATED": "violated",
+    "violated": "violated",
+}
 VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -154,13 +161,11 @@ def _verdict_table(doc: dict[str, Any]) -> str:
     counts = doc.get("counts", {})
     rules = property_rules()
     for name, p in doc["properties"].items():
-        word, cls = HELD.get(p["valid"], (str(p["valid"]), "unknown"))
-        if p["valid"] is False and not p["claimed"]:
-            word = "violated"  # what a setup delivered, not a broken promise: no capitals
+        word = held_word(p)
+        cls = WORD_CLASS.get(word, "unknown")
         shown = ", ".join(f"{k}={counts[k]}" for k in rules.get(name, ()) if k in counts)
         reason = f"<br><small>{_e(p['reason'])}</small>" if p.get("reason") else ""
         if p.get("hollow"):
-            word, cls = "held (hollow)", "hollow"
             reason += f"<br><small class='hollow'>hollow: {_e(p['hollow'])}</small>"
         rows.append(
             f"<tr><td>{_e(name)}</td><td>{'yes' if p['claimed'] else 'no'}</td>"

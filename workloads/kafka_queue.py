@@ -530,6 +530,9 @@ class KafkaQueueClient:
     def _crash(self) -> None:
         """The consumer process dies: its consumer and its effects producer go."""
         self._drop_consumer()
+        self._drop_processor()
+
+    def _drop_processor(self) -> None:
         p, self._processor = self._processor, None
         if p is not None:
             p.drop()
@@ -645,9 +648,7 @@ class KafkaQueueClient:
     def close(self) -> None:
         self._drop_producer()
         self._release_share()
-        p, self._processor = self._processor, None
-        if p is not None:
-            p.drop()  # between transactions: nothing is left open
+        self._drop_processor()  # between transactions: nothing is left open
         c, self._consumer = self._consumer, None
         reader, self._reader = self._reader, None
         for x in (c, reader):

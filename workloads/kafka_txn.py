@@ -47,6 +47,25 @@ RUN_TOKEN = uuid.uuid4().hex[:8]  # transactional ids are unique across runs too
 TXN_RETRY_BACKOFF_MS = 20
 
 
+def transactional_config(
+    opts: KafkaQueueOptions, bootstrap: str, deadline: float, transactional_id: str, timeout_ms: int
+) -> dict[str, Any]:
+    """A transactional producer's settings: the queue's producer settings
+    under the op deadline, idempotent with acks=all (transactions need both),
+    the id, the coordinator's timeout for a transaction left open, and the
+    short retry backoff above."""
+    cfg = opts.producer_config(bootstrap, deadline)
+    cfg.update(
+        acks="all",
+        enable_idempotence=True,
+        transactional_id=transactional_id,
+        transaction_timeout_ms=timeout_ms,
+        client_id=transactional_id,
+        retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
+    )
+    return cfg
+
+
 def bounded(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseException | None]:
     """Runs `fn` on a helper thread for at most `timeout` s: (finished, its error)."""
     box: dict[str, BaseException | None] = {}
@@ -88,12 +107,12 @@ class KafkaTxnClient(KafkaQueueClient):
     def _producer_txn(self) -> KafkaProducer:
         if self._txp is not None:
             return self._txp
-        cfg = self.opts.producer_config(self.bootstrap, self.deadline)
-        cfg.update(
-            transactional_id=self.transactional_id,
-            transaction_timeout_ms=self.transaction_timeout_ms(),
-            client_id=self.transactional_id,
-            retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
+        cfg = transactional_config(
+            self.opts,
+            self.bootstrap,
+            self.deadline,
+            self.transactional_id,
+            self.transaction_timeout_ms(),
         )
         try:
             p = KafkaProducer(**cfg)

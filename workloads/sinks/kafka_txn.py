@@ -36,7 +36,7 @@ from workloads.kafka_queue import (
     _in_background,
     close_producer,
 )
-from workloads.kafka_txn import TXN_RETRY_BACKOFF_MS, bounded
+from workloads.kafka_txn import bounded, transactional_config
 
 log = logging.getLogger(__name__)
 
@@ -108,15 +108,13 @@ class TxnProcessor:
 
     def open(self) -> KafkaProducer:
         if self._producer is None:
-            cfg = self.sink.opts.producer_config(self.bootstrap, self.deadline)
-            cfg.update(
-                acks="all",
-                enable_idempotence=True,
-                transactional_id=self.transactional_id,
+            cfg = transactional_config(
+                self.sink.opts,
+                self.bootstrap,
+                self.deadline,
+                self.transactional_id,
                 # An open transaction nobody fences is aborted by the coordinator soon.
-                transaction_timeout_ms=max(5000, int(self.deadline * 1000)),
-                client_id=self.transactional_id,
-                retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
+                timeout_ms=max(5000, int(self.deadline * 1000)),
             )
             p = KafkaProducer(**cfg)
             try:
