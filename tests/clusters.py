@@ -7,6 +7,7 @@ import time
 from contextlib import contextmanager
 
 from harness.localcluster import LocalCluster
+from harness.remote import Remote
 
 
 @contextmanager
@@ -24,6 +25,21 @@ def own_cluster(tmp_path_factory, subnet: str, bridge: str, prefix: str, nodes: 
         yield cluster
     finally:
         assert cluster.down() == []
+
+
+@contextmanager
+def db_on_own_cluster(tmp_path_factory, make_db, subnet: str, bridge: str, prefix: str):
+    """A broker (`make_db(nodes)`) set up on an own cluster; torn down on every
+    node at the end, also when its set-up failed."""
+    with own_cluster(tmp_path_factory, subnet, bridge, prefix) as cluster:
+        nodes = [Remote(s) for s in cluster.up()]
+        db = make_db(nodes)
+        try:
+            db.setup()
+            yield db
+        finally:
+            for node in nodes:
+                db.teardown(node)
 
 
 def wait_until(cond, timeout: float = 60) -> bool:

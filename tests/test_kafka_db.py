@@ -8,23 +8,22 @@ from kafka.admin import NewTopic
 
 from harness.db import DBError
 from harness.db.kafka import Kafka, KafkaOptions
-from harness.remote import Remote
-from tests.clusters import own_cluster, wait_until
+from tests.clusters import db_on_own_cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    with own_cluster(tmp_path_factory, "10.77.7.0/24", "qckbr7", "qck-") as cluster:
-        nodes = [Remote(s) for s in cluster.up()]
-        db = Kafka(nodes, KafkaOptions(base=str(tmp_path_factory.mktemp("kafka"))))
-        try:
-            db.setup()
-            yield db
-        finally:
-            for node in nodes:
-                db.teardown(node)
+    base = str(tmp_path_factory.mktemp("kafka"))
+    with db_on_own_cluster(
+        tmp_path_factory,
+        lambda nodes: Kafka(nodes, KafkaOptions(base=base)),
+        "10.77.7.0/24",
+        "qckbr7",
+        "qck-",
+    ) as db:
+        yield db
 
 
 def test_three_brokers_serve_clients_on_every_node(kafka):

@@ -5,23 +5,22 @@ import pika
 import pytest
 
 from harness.db.rabbitmq import RabbitMQ, RabbitMQOptions
-from harness.remote import Remote
-from tests.clusters import own_cluster, wait_until
+from tests.clusters import db_on_own_cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def rabbit(tmp_path_factory):
-    with own_cluster(tmp_path_factory, "10.77.8.0/24", "qcrbr8", "qcr-") as cluster:
-        nodes = [Remote(s) for s in cluster.up()]
-        db = RabbitMQ(nodes, RabbitMQOptions(base=str(tmp_path_factory.mktemp("rabbit"))))
-        try:
-            db.setup()
-            yield db
-        finally:
-            for node in nodes:
-                db.teardown(node)
+    base = str(tmp_path_factory.mktemp("rabbit"))
+    with db_on_own_cluster(
+        tmp_path_factory,
+        lambda nodes: RabbitMQ(nodes, RabbitMQOptions(base=base)),
+        "10.77.8.0/24",
+        "qcrbr8",
+        "qcr-",
+    ) as db:
+        yield db
 
 
 def test_three_nodes_cluster_and_serve_clients_on_every_node(rabbit):
