@@ -47,12 +47,12 @@ unit: setup
 	$(BIN)/pytest -q -m 'not integration'
 
 bench: setup
-	$(BIN)/python -m checkers.bench
+	$(BIN)/python -m tests.bench.checker_bench
 
 # Kafka's broker + CLI jars from Maven Central, cached in .state/kafka/<version>/libs
 # (a no-op once there).
 kafka-jars: setup
-	@$(BIN)/python -m harness.db.kafka_dist >/dev/null
+	@$(BIN)/python -m workloads.kafka.dist >/dev/null
 
 lint: setup
 	$(BIN)/ruff check .

@@ -18,7 +18,6 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness import sidecar
 from harness.history import (
     HISTORY_FILE,
     NEMESIS,
@@ -27,6 +26,7 @@ from harness.history import (
     HistoryError,
     ReadReport,
     read_history,
+    sidecar,
 )
 
 from .schema import CORRUPT, MSG, OP
@@ -408,7 +408,7 @@ def load_history(
     """Reads and validates; raises HistoryError naming the first bad line.
 
     Reads the columnar sidecar instead of the JSONL when one matches it
-    (harness/sidecar.py), unless `use_sidecar` is False.
+    (harness/history/sidecar.py), unless `use_sidecar` is False.
     """
     p = history_path(path)
     if not p.is_file():

@@ -1,4 +1,4 @@
-"""The Spark schema of history.jsonl: the reader's half of harness/history.py.
+"""The Spark schema of history.jsonl: the reader's half of harness/history/contract.py.
 
 `value` is declared as the union of the shapes the delivery contract defines.
 Spark's JSON reader keeps the other fields of a row when only `value` does not

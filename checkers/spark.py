@@ -13,10 +13,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
-# The bound: a 100M-message history must complete with <= 4 GB of
-# driver heap, so nothing may be collected to the driver.
-DEFAULT_DRIVER_MEMORY = "4g"
+from .options import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER
+
 LOG4J = Path(__file__).with_name("log4j2.properties")
 JAVA_LOG = f"-Dlog4j2.configurationFile=file:{LOG4J}"
 

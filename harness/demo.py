@@ -6,58 +6,48 @@ judged by the checker, and one summary table: which claimed property held.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from checkers.options import SparkOptions
 from reports.console import HELD, print_verdict
+from workloads.registry import SYSTEMS
+from workloads.system import Preset
 
-from .runner import Run, RunOptions
-
-# (name, what it shows, options): short runs under partitions, kills and pauses.
-PRESETS: list[tuple[str, str, dict[str, Any]]] = [
-    (
-        "demo-rabbitmq-quorum",
-        "RabbitMQ quorum queue, publisher confirms, manual acks",
-        {
-            "system": "rabbitmq",
-            "nemesis": ["partition", "kill", "pause"],
-            "system_options": {"queue_type": "quorum", "confirms": True, "ack": "manual"},
-        },
-    ),
-    (
-        "demo-kafka-acks-all",
-        "Kafka KRaft, acks=all, idempotent producer, min.insync.replicas=2, consumer group",
-        {
-            "system": "kafka",
-            "nemesis": ["partition", "kill", "pause"],
-            "system_options": {"acks": "all", "idempotence": True},
-        },
-    ),
-]
+from .nodes import NodeOptions
+from .options import option
+from .runner import Run, RunOptions, run_fields
+from .store import StoreOptions
 
 
-def run_demo(
-    store: str, state: str, time_limit: float, spark: dict[str, Any], console: Console
-) -> int:
-    rows = []
-    for name, what, preset in PRESETS:
-        console.rule(f"{name}: {what}")
-        opts = RunOptions(
-            name=name,
-            store=store,
-            state=state,
-            time_limit=time_limit,
-            nemesis_interval=max(3.0, time_limit / 6),
+@dataclass
+class DemoOptions(NodeOptions, StoreOptions, SparkOptions):
+    time_limit: float = option(30.0, "seconds per run")
+
+    def run_options(self, preset: Preset) -> RunOptions:
+        return RunOptions(
+            name=preset.name,
+            **run_fields(self),  # nodes, store, Spark, time limit
+            nemesis_interval=max(3.0, self.time_limit / 6),
             seed=1,
-            **spark,
-            **preset,
+            **preset.options,
         )
-        run, doc = Run(opts, console).execute()
+
+
+# One short run of each system under partitions, kills and pauses.
+PRESETS: list[Preset] = [cls.demo for cls in SYSTEMS.values() if cls.demo]
+
+
+def run_demo(options: DemoOptions, console: Console) -> int:
+    rows = []
+    for preset in PRESETS:
+        console.rule(f"{preset.name}: {preset.what}")
+        run, doc = Run(options.run_options(preset), console).execute()
         print_verdict(doc, console)
-        rows.append((name, run, doc))
+        rows.append((preset.name, run, doc))
     table = Table(title="demo: claimed properties, held?")
     for col in ("run", "claims", "verdict", "acknowledged", "lost", "duplicated", "run directory"):
         table.add_column(col)

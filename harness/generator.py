@@ -12,7 +12,7 @@ import itertools
 import threading
 import time
 
-from workloads.base import Op
+from workloads.client import Op
 
 
 class QueueOps:

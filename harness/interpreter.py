@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from workloads.base import Client, Op, complete, describe
+from workloads.client import CRASH_POINTS, IN_FLIGHT, NEXT_OP, Client, Op, complete, describe
 
 from .history import HistoryError, HistoryWriter
 
@@ -35,12 +35,6 @@ def unknown(op: Op, error: str) -> Op:
     return complete(op, "info", op["value"] if op["f"] in ("send", "txn") else None, error)
 
 
-NEXT_OP = "next-op"
-# Moments in a consumer's processing of a delivery (see Client.after_recorded).
-CRASH_POINTS = ("before-effect", "after-effect", "after-ack")
-# A producer dies with its send (or txn) in flight: the client is dropped a
-# moment into the call, and whatever it would have said, the op is info.
-IN_FLIGHT = "send-in-flight"
 IN_FLIGHT_WITHIN = 0.02  # seconds into the call the connection is dropped, at most
 
 

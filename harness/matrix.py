@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from checkers.options import SparkOptions
 from reports.console import held_word
+from workloads.registry import SYSTEMS
+from workloads.system import Preset
 
-from .runner import Run, RunOptions
+from .nodes import NodeOptions
+from .options import option, same_option
+from .runner import Run, RunOptions, run_fields
+from .store import StoreOptions
 
 PROPERTIES = ("at-most-once", "at-least-once", "exactly-once-effect")
 # The counts each property's cell shows when they are not zero.
@@ -32,55 +38,34 @@ EVIDENCE = {
 
 
 @dataclass
-class Row:
-    name: str
-    what: str  # the configuration, for a reader choosing a setup
-    options: dict[str, Any] = field(default_factory=dict)  # RunOptions fields
+class MatrixOptions(NodeOptions, StoreOptions, SparkOptions):
+    rows: list[str] = option(
+        default_factory=list, help="row names, comma-separated", shown_default="all"
+    )
+    list_rows: bool = option(False, "list the rows and exit", flag="--list")
+    time_limit: float = option(20.0, "seconds per run")
+    crash_interval: float = option(1.0, "seconds between client crashes")
+    sink_db: str = same_option(RunOptions, "sink_db")
+    seed: int = option(1, "fault order seed")
+
+    def base(self) -> dict[str, Any]:
+        """The RunOptions fields every row shares: where, how long, the fault."""
+        return {
+            **run_fields(self),  # nodes, store, Spark, time limit, sink database, seed
+            "nemesis": ["crash-client"],
+            "nemesis_interval": self.crash_interval,
+            "crash_point": "random",
+            "crash_clients": "both",
+        }
 
 
-ROWS: list[Row] = [
-    Row(
-        "rabbitmq-auto-ack",
-        "RabbitMQ quorum queue, confirms, auto-ack, naive sink",
-        {
-            "system": "rabbitmq",
-            "sink": "naive",
-            "system_options": {"queue_type": "quorum", "ack": "auto"},
-        },
-    ),
-    Row(
-        "rabbitmq-manual-naive",
-        "RabbitMQ quorum queue, confirms, manual ack after the effect, naive sink",
-        {"system": "rabbitmq", "sink": "naive", "system_options": {"queue_type": "quorum"}},
-    ),
-    Row(
-        "rabbitmq-manual-dedupe",
-        "RabbitMQ quorum queue, confirms, manual ack after the effect, dedupe sink",
-        {"system": "rabbitmq", "sink": "dedupe", "system_options": {"queue_type": "quorum"}},
-    ),
-    Row(
-        "kafka-acks-all-dedupe",
-        "Kafka acks=all, idempotent producer, offsets committed after the effect, dedupe sink",
-        {"system": "kafka", "sink": "dedupe", "rate": 5.0, "system_options": {"acks": "all"}},
-    ),
-    Row(
-        "kafka-transactions",
-        "Kafka transactional producers; consume-transform-produce with the offsets in the "
-        "output's transaction, read_committed",
-        {
-            "system": "kafka",
-            "sink": "kafka-txn",
-            # 20 messages a transaction: with ten transactional clients and three
-            # brokers on two cores a transaction takes a few hundred ms
-            "system_options": {"acks": "all", "txn": True, "send_batch": 20},
-        },
-    ),
-]
+# Each system's rows, in registry order.
+ROWS: list[Preset] = [row for cls in SYSTEMS.values() for row in cls.matrix_rows]
 MATRIX_FILE = "matrix.json"
 MATRIX_MARKDOWN = "matrix.md"  # the same table, to paste into a report
 
 
-def rows_named(names: list[str] | None) -> list[Row]:
+def rows_named(names: list[str] | None) -> list[Preset]:
     if not names:
         return ROWS
     known = {r.name: r for r in ROWS}
@@ -104,11 +89,11 @@ def cell(doc: dict[str, Any] | None, prop: str) -> str:
     return f"{claimed}{word}" + (f" ({', '.join(shown)})" if shown else "")
 
 
-def run_matrix(base: dict[str, Any], rows: list[Row], console: Console) -> dict[str, Any]:
+def run_matrix(base: dict[str, Any], rows: list[Preset], console: Console) -> dict[str, Any]:
     """Runs each row with `base` RunOptions fields under it; returns the matrix
     document (also written to store/matrix/<time>/matrix.json)."""
     started = time.strftime("%Y%m%dT%H%M%S")
-    out_dir = Path(base.get("store", "store")) / "matrix" / started
+    out_dir = Path(base["store"]) / "matrix" / started
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for row in rows:

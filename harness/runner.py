@@ -18,31 +18,40 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from nemesis.base import Nemesis
+from checkers.options import SparkOptions
+from nemesis.base import FaultContext, Nemesis
+from nemesis.client_crash import POINTS, TARGETS
+from nemesis.grudge import SHAPES
 from nemesis.iptables import heal_leftovers
+from nemesis.registry import FAULTS
+from nemesis.registry import help_text as faults_help
 from nemesis.schedule import Schedule
-from workloads.base import Client, describe
-from workloads.sinks import DATABASES, SINKS, TABLE_SINKS, Sink, make_sink
+from workloads.client import NEXT_OP, Client, describe
+from workloads.db import DBError
+from workloads.registry import SYSTEMS
+from workloads.sinks import DATABASES, TABLE_SINKS, Sink, make_table_sink
+from workloads.system import RunContext, System
 
-from .db import DB, DBError
 from .generator import QueueOps
 from .history import HISTORY_FILE, HistoryWriter
 from .interpreter import Interpreter, unknown
+from .nodes import NodeOptions
+from .nodes.remote import Remote
+from .options import OptionError, check_choices, option
 from .progress import Progress
-from .remote import NodeSpec, Remote
-from .store import new_run_dir, write_test
+from .store import StoreOptions, new_run_dir, write_test
 
 log = logging.getLogger(__name__)
 
-NEMESES = ("partition", "kill", "pause", "loss", "crash-client")
 DRAIN_PROCESS_BASE = 1_000_000  # drain processes are numbered apart from the workers
 EFFECTS_PROCESS = 2_000_000  # who reads the sink at the end
+ALL_SINKS = tuple(dict.fromkeys(s for cls in SYSTEMS.values() for s in cls.sinks()))
 
 
 class RunError(RuntimeError):
@@ -50,152 +59,120 @@ class RunError(RuntimeError):
 
 
 @dataclass
-class RunOptions:
-    system: str = "rabbitmq"
-    name: str | None = None
-    # nodes
-    nodes: int = 3
-    cluster_file: str | None = None
-    subnet: str = "10.77.0.0/24"
-    bridge: str = "qcbr0"
-    prefix: str = "qc-"
-    state: str = ".state"
-    store: str = "store"
+class RunOptions(NodeOptions, StoreOptions, SparkOptions):
+    """One run's options. Each field is declared once, here or in the classes
+    it extends; the CLI's flags are derived from them (harness/options.py).
+    The system's own options go, as a dict, in `system_options`."""
+
+    system: str = option(next(iter(SYSTEMS)), "the broker", choices=SYSTEMS)
+    name: str | None = option(
+        None, "test name in the store", shown_default="the system and its flavour"
+    )
     # the run
-    time_limit: float = 60.0
-    rate: float = 0.0
-    concurrency: int = 10
-    producers: int | None = None  # default: half the concurrency
-    op_timeout: float = 10.0
-    recovery_timeout: float = 120.0
-    seed: int | None = None
+    time_limit: float = option(60.0, "main phase, seconds")
+    rate: float = option(0.0, "sends per second, 0 = unbounded")
+    concurrency: int = option(10, "client processes")
+    producers: int | None = option(None, "of which producers", shown_default="half")
+    op_timeout: float = option(10.0, "deadline of one op, seconds")
+    recovery_timeout: float = option(120.0, "seconds to recover after healing")
+    seed: int | None = option(None, "nemesis random seed")
     # faults
-    nemesis: list[str] = field(default_factory=lambda: ["partition", "kill", "pause"])
-    nemesis_interval: float = 10.0
-    partition_shapes: list[str] | None = None
-    loss_probability: float = 0.3
-    crash_point: str = "next-op"  # where crash-client strikes a consumer (nemesis/client_crash)
-    crash_clients: str = "consumers"  # whom it strikes: consumers, producers, both
-    # the consumers' side effect: None, or a sink of workloads/sinks (naive,
-    # dedupe, kafka-txn); the table sinks' database: sqlite or postgres
-    sink: str | None = None
-    sink_db: str = "sqlite"
-    # the system's own options (RabbitMQOptions / queue options ...)
+    nemesis: list[str] = option(
+        default_factory=lambda: ["partition", "kill", "pause"],
+        help=f"faults, comma-separated, or none ({faults_help()})",
+        choices=FAULTS,
+    )
+    nemesis_interval: float = option(10.0, "seconds between faults")
+    partition_shapes: list[str] = option(
+        default_factory=lambda: list(SHAPES), help="partition shapes", choices=SHAPES
+    )
+    loss_probability: float = option(0.3, "share of packets the loss fault drops")
+    crash_point: str = option(
+        NEXT_OP,
+        "where crash-client strikes a consumer: before its next op, or while it processes "
+        "its next delivery (random: one of the three processing moments)",
+        choices=POINTS,
+    )
+    crash_clients: str = option(
+        "consumers",
+        "whom crash-client strikes; producers crash with a send in flight, which is then info",
+        choices=TARGETS,
+    )
+    # the consumers' side effect: a table sink (naive, dedupe) or a system's own
+    sink: str | None = option(
+        None,
+        "the consumers' side effect: naive or dedupe rows in a database, or a system's own "
+        + "; ".join(
+            f"{k} ({c.name}: {w})" for c in SYSTEMS.values() for k, w in c.own_sinks.items()
+        ),
+        choices=ALL_SINKS,
+    )
+    sink_db: str = option(
+        DATABASES[0],
+        "the table sinks' database: sqlite in the run directory, or a PostgreSQL server "
+        "the tool starts (Debian's postgresql)",
+        choices=DATABASES,
+    )
+    # the system's own options (its option classes' fields, by name)
     system_options: dict[str, Any] = field(default_factory=dict)
     # judging
-    check: bool = True
-    spark_master: str | None = None
-    driver_memory: str = "4g"
+    check: bool = option(True, "judge the history once recorded (--no-check: record only)")
 
     def __post_init__(self) -> None:
-        unknown_faults = [n for n in self.nemesis if n not in NEMESES]
-        if unknown_faults:
-            raise RunError(
-                f"--nemesis: unknown fault {unknown_faults[0]!r}; known: {', '.join(NEMESES)}"
-            )
+        try:
+            check_choices(self)
+        except OptionError as e:
+            raise RunError(str(e)) from None
         if self.concurrency < 2:
             raise RunError("--concurrency: needs at least 2 (a producer and a consumer)")
         if self.producers is None:
             self.producers = self.concurrency // 2
         if not 0 < self.producers < self.concurrency:
             raise RunError(f"--producers: must be in 1..{self.concurrency - 1}")
-        from nemesis.client_crash import POINTS, TARGETS
-
-        if self.crash_point not in POINTS:
-            raise RunError(f"--crash-point: {self.crash_point!r} is not one of {', '.join(POINTS)}")
-        if self.crash_clients not in TARGETS:
+        system = SYSTEMS[self.system]
+        if self.sink is not None and self.sink not in system.sinks():
+            owner = next(c.name for c in SYSTEMS.values() if self.sink in c.own_sinks)
             raise RunError(
-                f"--crash-clients: {self.crash_clients!r} is not one of {', '.join(TARGETS)}"
+                f"--sink {self.sink}: {SYSTEMS[owner].own_sinks[self.sink]}; it needs "
+                f"--system {owner}"
             )
-        if self.sink is not None and self.sink not in SINKS:
-            raise RunError(f"--sink: {self.sink!r} is not one of {', '.join(SINKS)}")
-        if self.sink == "kafka-txn" and self.system != "kafka":
-            raise RunError("--sink kafka-txn: a Kafka transaction; it needs --system kafka")
-        if self.sink_db not in DATABASES:
-            raise RunError(f"--sink-db: {self.sink_db!r} is not one of {', '.join(DATABASES)}")
+
+    @property
+    def consumers(self) -> int:
+        return self.concurrency - self.producers
+
+    def test_name(self) -> str:
+        return self.name or SYSTEMS[self.system].default_name(self.system_options)
 
 
-@dataclass
-class System:
-    """What a run needs from one broker: its lifecycle, its clients, its claims."""
-
-    db: DB
-    new_client: Callable[..., Client]  # (node, sink=None): a client on that node
-    prepare: Callable[[], None]  # e.g. declare the queue, once the cluster serves
-    queue: str
-    claims: list[str]
-    claim_notes: list[str]
-    config: dict[str, Any]  # what test.json records of the system
-    send_batch: int = 1  # messages per send op (or send mops per txn op)
-    txn: bool = False  # producers run `txn` ops instead of `send`
-    # Given the history once it is open: for clients that record ops of their
-    # own process besides their completions (e.g. Kafka's rebalances, `assign`).
-    attach: Callable[[HistoryWriter], None] | None = None
-    drain_all_nodes: bool = True  # False: one node's client reads everything (Kafka)
-    # The system's own sink (kafka-txn), for --sink values that are not a table sink.
-    own_sink: Callable[[], Sink] | None = None
+def run_fields(options: Any) -> dict[str, Any]:
+    """The fields of another command's options (demo, matrix) that are
+    RunOptions fields too: where the nodes are, the store, Spark ..."""
+    names = {f.name for f in fields(RunOptions)}
+    return {k: v for k, v in asdict(options).items() if k in names}
 
 
 def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
-    if opts.system == "rabbitmq":
-        from .systems import rabbitmq
-
-        return rabbitmq(opts, nodes)
-    if opts.system == "kafka":
-        from .systems import kafka
-
-        return kafka(opts, nodes)
-    raise RunError(f"--system: {opts.system!r} is not supported (known: rabbitmq, kafka)")
-
-
-def default_name(opts: RunOptions) -> str:
-    """system-flavour: rabbitmq-quorum, kafka-acks-all, kafka-acks-all-txn ..."""
-    o = opts.system_options
-    if opts.system == "kafka":
-        txn = ["txn"] if o.get("txn") else []
-        return "-".join(["kafka", f"acks-{o.get('acks', 'all')}", *txn])
-    flavour = o.get("queue_type")
-    return "-".join([opts.system, *([flavour] if flavour else [])])
-
-
-def node_specs(opts: RunOptions) -> list[NodeSpec]:
-    if opts.cluster_file:
-        from .nodes import load_cluster_file
-
-        return load_cluster_file(opts.cluster_file)
-    from .localcluster import LocalCluster
-
-    cluster = LocalCluster(
-        nodes=opts.nodes,
-        subnet=opts.subnet,
-        bridge=opts.bridge,
-        prefix=opts.prefix,
-        state=Path(opts.state) / "cluster",
+    ctx = RunContext(
+        nodes=nodes,
+        op_timeout=opts.op_timeout,
+        consumers=opts.consumers,
+        data_base=opts.data_base(),
+        sink=opts.sink,
+        sink_db=opts.sink_db,
     )
-    return cluster.up()
+    try:
+        return SYSTEMS[opts.system](ctx, opts.system_options)
+    except (OptionError, ValueError) as e:
+        raise RunError(str(e)) from None
 
 
 def make_faults(opts: RunOptions, system: System, nodes: list[Remote], interp) -> list[Nemesis]:
-    from nemesis.client_crash import ClientCrashNemesis
-    from nemesis.loss import LossNemesis
-    from nemesis.partition import PartitionNemesis
-    from nemesis.process import KillNemesis, PauseNemesis
-
-    made: dict[str, Callable[[], Nemesis]] = {
-        "partition": lambda: PartitionNemesis(nodes, opts.partition_shapes),
-        "kill": lambda: KillNemesis(system.db),
-        "pause": lambda: PauseNemesis(system.db),
-        "loss": lambda: LossNemesis(nodes, opts.loss_probability),
-        # consumers: the slots past the producers
-        "crash-client": lambda: ClientCrashNemesis(
-            interp,
-            consumers=list(range(opts.producers, opts.concurrency)),
-            producers=list(range(opts.producers)),
-            point=opts.crash_point,
-            target=opts.crash_clients,
-        ),
-    }
-    return [made[n]() for n in opts.nemesis]
+    ctx = FaultContext(nodes=nodes, db=system.db, interpreter=interp, options=opts)
+    try:
+        return [FAULTS[name].build(ctx) for name in opts.nemesis]
+    except ValueError as e:
+        raise RunError(str(e)) from None
 
 
 def _log_to(run: Path) -> logging.Handler:
@@ -232,7 +209,7 @@ class Run:
     def execute(self) -> tuple[Path, dict[str, Any] | None]:
         """Runs the test; returns the run directory and the results (None if not checked)."""
         opts = self.opts
-        name = opts.name or default_name(opts)
+        name = opts.test_name()
         self.run_dir = run = new_run_dir(name, Path(opts.store))
         handler = _log_to(run)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -241,7 +218,7 @@ class Run:
         try:
             self.progress.phase(f"run directory {run}")
             self.progress.phase("nodes: connecting")
-            nodes = [Remote(s) for s in node_specs(opts)]
+            nodes = [Remote(s) for s in opts.node_specs()]
             for node in nodes:
                 node.run("true", timeout=15)  # unreachable → one error naming the node
             system = build_system(opts, nodes)
@@ -254,8 +231,7 @@ class Run:
             system.prepare()
             # The history starts with the test itself: its times are seconds into the run.
             history = HistoryWriter(run / HISTORY_FILE)
-            if system.attach:
-                system.attach(history)
+            system.attach(history)
             self.gen = gen = QueueOps(
                 system.queue,
                 opts.producers,
@@ -267,11 +243,9 @@ class Run:
             if opts.sink:
                 try:
                     if opts.sink in TABLE_SINKS:
-                        self.sink = make_sink(opts.sink, run, opts.sink_db)
-                    elif system.own_sink is not None:
-                        self.sink = system.own_sink()
+                        self.sink = make_table_sink(opts.sink, run, opts.sink_db)
                     else:
-                        raise ValueError(f"--sink {opts.sink}: not a sink of {opts.system}")
+                        self.sink = system.own_sink(opts.sink)
                 except ValueError as e:
                     raise RunError(str(e)) from None
                 gen.keep_consuming = True  # every message gets processed before the drain
@@ -313,23 +287,24 @@ class Run:
         self.progress.phase("checking the history")
         from checkers.job import RESULTS_FILE, check, write_results
 
-        doc = check(run, master=opts.spark_master, driver_memory=opts.driver_memory)
+        doc = check(run, **opts.spark(), spark_conf=opts.conf())
         write_results(doc, run / RESULTS_FILE)
         self.progress.phase("writing report.html and junit.xml")
         from reports.build import build_reports
 
-        build_reports(run, doc, master=opts.spark_master, driver_memory=opts.driver_memory)
+        build_reports(run, doc, **opts.spark())
         return run, doc
 
     def _test_doc(self, name: str, nodes: list[Remote], system: System) -> dict[str, Any]:
         doc = asdict(self.opts)
+        claims, notes = system.claims()
         doc.update(
             name=name,
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             nodes=[{"name": n.name, "host": n.spec.host} for n in nodes],
-            config=system.config,
-            claims=system.claims,
-            claim_notes=system.claim_notes,
+            config=system.record(),
+            claims=claims,
+            claim_notes=notes,
         )
         return doc
 

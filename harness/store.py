@@ -10,10 +10,20 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .options import option
+
 DEFAULT_ROOT = Path(os.environ.get("QUEUECHECK_STORE", "store"))
+
+
+@dataclass
+class StoreOptions:
+    store: str = option(str(DEFAULT_ROOT), "store root: one directory per run")
+
+
 SECRET_KEYS = re.compile(r"pass(word)?|secret|token|private|cookie", re.I)
 
 

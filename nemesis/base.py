@@ -6,12 +6,34 @@ each fault was active."""
 from __future__ import annotations
 
 import random
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from harness.nodes.remote import Remote
+    from workloads.db import DB
+
+
+@dataclass
+class FaultContext:
+    """What a fault may act on: the nodes, the broker's lifecycle, the
+    interpreter (client crashes), and the run's options (RunOptions)."""
+
+    nodes: list[Remote]
+    db: DB
+    interpreter: Any
+    options: Any
 
 
 class Nemesis(Protocol):
-    name: str  # the ops are "start-<name>" and "stop-<name>"
+    name: ClassVar[str]  # the ops are "start-<name>" and "stop-<name>"
+    summary: ClassVar[str]  # one line for --help
+    colour: ClassVar[str]  # its shading in report.html
     instant: bool  # a one-shot fault (a client crash) has nothing to stop
+
+    @classmethod
+    def build(cls, ctx: FaultContext) -> Nemesis:
+        """The fault for one run."""
 
     def setup(self) -> None:
         """Prepares the nodes (e.g. its own iptables chain); idempotent."""

@@ -13,7 +13,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.interpreter import CRASH_POINTS, IN_FLIGHT, NEXT_OP
+from workloads.client import CRASH_POINTS, IN_FLIGHT, NEXT_OP
+
+from .base import FaultContext
 
 RANDOM = "random"
 POINTS = (NEXT_OP, *CRASH_POINTS, RANDOM)
@@ -22,7 +24,20 @@ TARGETS = ("consumers", "producers", "both")
 
 class ClientCrashNemesis:
     name = "crash-client"
+    summary = "client crashes (--crash-point, --crash-clients)"
+    colour = "#8d6e63"
     instant = True
+
+    @classmethod
+    def build(cls, ctx: FaultContext) -> ClientCrashNemesis:
+        o = ctx.options
+        return cls(
+            ctx.interpreter,
+            consumers=list(range(o.producers, o.concurrency)),  # the slots past the producers
+            producers=list(range(o.producers)),
+            point=o.crash_point,
+            target=o.crash_clients,
+        )
 
     def __init__(
         self,
@@ -35,10 +50,6 @@ class ClientCrashNemesis:
         """`consumers`/`producers`: the interpreter slots of each role; `point`:
         where a consumer crash strikes; `target`: which role crashes (both: one
         of each per crash)."""
-        if point not in POINTS:
-            raise ValueError(f"--crash-point: {point!r} is not one of {', '.join(POINTS)}")
-        if target not in TARGETS:
-            raise ValueError(f"--crash-clients: {target!r} is not one of {', '.join(TARGETS)}")
         self.interpreter = interpreter
         self.point = point
         self.consumers = list(consumers)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from harness.remote import Remote, RemoteError
+from harness.nodes.remote import Remote, RemoteError
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,21 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.remote import Remote
+from harness.nodes.remote import Remote
 
+from .base import FaultContext
 from .iptables import LOSS_CHAIN, Chain, on_all
 
 
 class LossNemesis:
     name = "loss"
+    summary = "a share of one node's packets dropped (--loss-probability)"
+    colour = "#ffe082"
     instant = False
+
+    @classmethod
+    def build(cls, ctx: FaultContext) -> LossNemesis:
+        return cls(ctx.nodes, ctx.options.loss_probability)
 
     def __init__(self, nodes: list[Remote], probability: float = 0.3):
         if not 0 < probability < 1:

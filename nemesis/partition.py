@@ -8,15 +8,22 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.remote import Remote
+from harness.nodes.remote import Remote
 
+from .base import FaultContext
 from .grudge import SHAPES, random_grudge
 from .iptables import PARTITION_CHAIN, Chain, on_all
 
 
 class PartitionNemesis:
     name = "partition"
+    summary = "network partitions (--partition-shapes)"
+    colour = "#90caf9"
     instant = False
+
+    @classmethod
+    def build(cls, ctx: FaultContext) -> PartitionNemesis:
+        return cls(ctx.nodes, ctx.options.partition_shapes)
 
     def __init__(self, nodes: list[Remote], shapes: list[str] | None = None):
         self.nodes = nodes

@@ -7,14 +7,20 @@ import logging
 import random
 from typing import Any
 
-from harness.db import DB
-from harness.remote import Remote, RemoteError
+from harness.nodes.remote import Remote, RemoteError
+from workloads.db import DB
+
+from .base import FaultContext
 
 log = logging.getLogger(__name__)
 
 
 class _OneNodeFault:
     instant = False
+
+    @classmethod
+    def build(cls, ctx: FaultContext):
+        return cls(ctx.db)
 
     def __init__(self, db: DB):
         self.db = db
@@ -52,6 +58,8 @@ class _OneNodeFault:
 
 class KillNemesis(_OneNodeFault):
     name = "kill"
+    summary = "SIGKILL of one broker, restarted at the stop"
+    colour = "#ef9a9a"
 
     def _inject(self, node: Remote) -> bool:
         return self.db.kill(node)
@@ -62,6 +70,8 @@ class KillNemesis(_OneNodeFault):
 
 class PauseNemesis(_OneNodeFault):
     name = "pause"
+    summary = "SIGSTOP of one broker, SIGCONT at the stop"
+    colour = "#ce93d8"
 
     def _inject(self, node: Remote) -> bool:
         return self.db.pause(node)

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from harness.history import NEMESIS, HistoryWriter
-from workloads.base import describe
+from workloads.client import describe
 
 from .base import Nemesis
 

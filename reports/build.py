@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from checkers.options import DEFAULT_DRIVER_MEMORY
+
 from .html import property_rules, write_report
 from .junit import write_junit
 from .plotdata import plot_data
@@ -16,7 +18,7 @@ def build_reports(
     run: Path,
     doc: dict[str, Any] | None = None,
     master: str | None = None,
-    driver_memory: str = "4g",
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
 ) -> tuple[Path, Path]:
     from checkers.spark import spark_session
 

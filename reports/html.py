@@ -18,19 +18,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
 from checkers.exercise import describe  # noqa: E402
+from nemesis.registry import FAULTS  # noqa: E402
 
 from .console import held_word  # noqa: E402
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
 REPORT_FILE = "report.html"
 COLOURS = {"ok": "#2e7d32", "fail": "#c62828", "info": "#f9a825"}
-FAULT_COLOURS = {
-    "partition": "#90caf9",
-    "kill": "#ef9a9a",
-    "pause": "#ce93d8",
-    "loss": "#ffe082",
-    "crash-client": "#8d6e63",
-}
+FAULT_COLOURS = {name: fault.colour for name, fault in FAULTS.items()}
 # The CSS class of each word held_word says.
 WORD_CLASS = {
     "held": "held",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
-from harness.localcluster import LocalCluster
-from harness.remote import Remote
+from harness.nodes.localcluster import LocalCluster
+from harness.nodes.remote import Remote
 
 
 @contextmanager

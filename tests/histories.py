@@ -55,7 +55,7 @@ class Builder:
     def write(self, path: Path, sidecar: bool = False) -> Path:
         path.write_text("".join(json.dumps(op) + "\n" for op in self.ops))
         if sidecar:
-            from harness.sidecar import SidecarWriter
+            from harness.history.sidecar import SidecarWriter
 
             w = SidecarWriter(path)
             for op in self.ops:

@@ -1,7 +1,7 @@
 """A tiny reference implementation of the spec's counts and properties.
 
 Written to be obviously correct, not fast: sets and counters straight from
-the definitions in shared/spec/history.md. The Spark checker and the
+the definitions of the history contract (harness/history/README.md). The Spark checker and the
 in-memory baseline must agree with it exactly.
 """
 

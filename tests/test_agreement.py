@@ -94,8 +94,8 @@ def random_history(draw) -> Builder:
 @given(data=st.data())
 def test_spark_baseline_and_reference_agree(spark, tmp_path_factory, data):
     from checkers.delivery import DeliveryChecker
-    from checkers.inmemory import InMemoryChecker
     from checkers.load import load_history
+    from tests.bench.inmemory import InMemoryChecker
 
     b = random_history(data.draw)
     path = b.write(tmp_path_factory.mktemp("h") / "history.jsonl", sidecar=True)

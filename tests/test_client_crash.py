@@ -2,8 +2,6 @@
 
 import random
 
-import pytest
-
 from nemesis.client_crash import ClientCrashNemesis
 
 
@@ -42,12 +40,3 @@ def test_producers_only_never_touches_a_consumer():
     fault = ClientCrashNemesis(marks, [2, 3], [0], target="producers")
     fault.start(random.Random(3))
     assert marks.asked == [(0, "send-in-flight")]
-
-
-@pytest.mark.parametrize(
-    "kw, message",
-    [({"point": "sometime"}, "--crash-point: 'sometime'"), ({"target": "all"}, "--crash-clients")],
-)
-def test_bad_options_are_refused_by_name(kw, message):
-    with pytest.raises(ValueError, match=message):
-        ClientCrashNemesis(Marks(), [1], [0], **kw)

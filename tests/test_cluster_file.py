@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.nodes import ClusterFileError, load_cluster_file
+from harness.nodes.clusterfile import ClusterFileError, load_cluster_file
 
 
 def test_json_and_toml_cluster_files_load(tmp_path):

@@ -131,7 +131,7 @@ def test_nemesis_values_are_free_form_and_unknown_fs_pass_through():
 
 
 def test_sidecar_is_sealed_on_close_and_only_matches_its_jsonl(tmp_path):
-    from harness import sidecar
+    from harness.history import sidecar
 
     path = tmp_path / "history.jsonl"
     w = HistoryWriter(path, sidecar=True)

@@ -7,7 +7,7 @@ import threading
 
 from harness.history import HistoryWriter, read_history
 from harness.interpreter import Interpreter
-from workloads.base import complete
+from workloads.client import complete
 
 
 class ScriptedClient:

@@ -1,12 +1,13 @@
-"""What a Kafka configuration claims (workloads/claims.py), how its options
+"""What a Kafka configuration claims (workloads/kafka/claims.py), how its options
 are checked, and which producer errors count as a definite `fail`."""
 
 import kafka.errors as Errors
 import pytest
 
 from harness.generator import QueueOps
-from workloads.claims import claims_for
-from workloads.kafka_queue import KafkaQueueOptions, rejected
+from workloads.kafka.client import KafkaQueueOptions, rejected
+from workloads.kafka.system import KafkaSystem
+from workloads.rabbitmq.system import RabbitMQSystem
 
 
 def config(**kw):
@@ -23,7 +24,7 @@ def config(**kw):
 
 
 def test_acks_all_idempotent_min_isr_2_claims_at_least_once_and_order():
-    claims, notes = claims_for("kafka", config())
+    claims, notes = KafkaSystem.claims_of(config())
     assert claims == ["at-least-once", "per-partition-order"]
     assert any("acks=all" in n for n in notes)
     assert any("no at-most-once claim" in n for n in notes)  # redelivery after rebalances
@@ -39,27 +40,27 @@ def test_acks_all_idempotent_min_isr_2_claims_at_least_once_and_order():
     ],
 )
 def test_a_write_a_failover_can_drop_claims_no_at_least_once(weaker):
-    claims, notes = claims_for("kafka", config(**weaker))
+    claims, notes = KafkaSystem.claims_of(config(**weaker))
     assert "at-least-once" not in claims
     assert "per-partition-order" not in claims
     assert any("no at-least-once claim" in n and "failover" in n for n in notes)
 
 
 def test_acks_all_without_idempotence_is_durable_but_claims_no_order():
-    claims, _ = claims_for("kafka", config(idempotence=False))
+    claims, _ = KafkaSystem.claims_of(config(idempotence=False))
     assert claims == ["at-least-once"]
 
 
 def test_transactions_claim_read_committed_too():
-    claims, notes = claims_for("kafka", config(txn=True))
+    claims, notes = KafkaSystem.claims_of(config(txn=True))
     assert claims == ["at-least-once", "per-partition-order", "read-committed"]
     assert any("KIP-98" in n and "read_committed" in n for n in notes)
 
 
 def test_kafka_never_claims_at_most_once_and_rows_stay_per_system():
     for c in (config(), config(acks="1", idempotence=False), config(txn=True)):
-        assert "at-most-once" not in claims_for("kafka", c)[0]
-    assert claims_for("rabbitmq", {"confirms": True, "ack": "manual"})[0] == ["at-least-once"]
+        assert "at-most-once" not in KafkaSystem.claims_of(c)[0]
+    assert RabbitMQSystem.claims_of({"confirms": True, "ack": "manual"})[0] == ["at-least-once"]
 
 
 def test_options_idempotence_follows_acks_and_conflicts_are_refused():
@@ -136,9 +137,21 @@ def test_generator_batches_sends_and_makes_txns():
 
 
 def test_assign_mode_shares_go_to_the_lowest_free_and_come_back():
-    from workloads.kafka_queue import Shares
+    from workloads.kafka.client import Shares
 
     shares = Shares(3)
     assert [shares.acquire() for _ in range(3)] == [0, 1, 2]
     shares.release(1)
     assert shares.acquire() == 1  # a replacement takes over its predecessor's partitions
+
+
+def test_cluster_ids_never_start_with_a_dash_and_are_kafka_uuids():
+    import base64
+
+    from workloads.kafka.db import new_cluster_id
+
+    # one id in 64 started with "-" before; 5,000 draws would show it
+    ids = [new_cluster_id() for _ in range(5000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
+    assert len(set(ids)) == len(ids)

@@ -6,9 +6,9 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from harness.db import DBError
-from harness.db.kafka import Kafka, KafkaOptions
 from tests.clusters import db_on_own_cluster, wait_until
+from workloads.db import DBError
+from workloads.kafka.db import Kafka, KafkaOptions
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.localcluster import LocalCluster, pid_alive
-from harness.remote import NodeSpec, Remote, RemoteError
+from harness.nodes.localcluster import LocalCluster, pid_alive
+from harness.nodes.remote import NodeSpec, Remote, RemoteError
 
 pytestmark = pytest.mark.integration
 

@@ -4,8 +4,8 @@ restarted by pid, paused and resumed, torn down without leftovers."""
 import pika
 import pytest
 
-from harness.db.rabbitmq import RabbitMQ, RabbitMQOptions
 from tests.clusters import db_on_own_cluster, wait_until
+from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
 
 pytestmark = pytest.mark.integration
 

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from harness.history import read_history
-from harness.localcluster import LocalCluster
-from harness.remote import Remote
+from harness.nodes.localcluster import LocalCluster
+from harness.nodes.remote import Remote
 from harness.runner import Run, RunOptions
 from tests.clusters import own_cluster
 
 pytestmark = pytest.mark.integration
 
 CLUSTER = {"subnet": "10.77.6.0/24", "bridge": "qcqbr6", "prefix": "qcq-"}
-PIDS = "/var/lib/queuecheck/qcq"  # this cluster's own data tree (harness.systems.data_base)
+PIDS = "/var/lib/queuecheck/qcq"  # this cluster's own data tree (NodeOptions.data_base)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_auto_ack_consumers_crashing_with_messages_in_hand_lose_them_and_it_is_r
         nemesis=["crash-client"],
         nemesis_interval=0.5,
         seed=3,
-        system_options={"queue_type": "quorum", "ack": "auto", "batch": 2},
+        system_options={"queue_type": "quorum", "ack": "auto", "receive_batch": 2},
     )
     ops = list(read_history(run_dir / "history.jsonl"))
     crashes = [op for op in ops if op["f"] == "start-crash-client" and op["value"]]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.base import process_delivery
-from workloads.sinks import make_sink
+from workloads.client import process_delivery
+from workloads.sinks import make_table_sink
 
 RECEIVED = {"f": "receive", "value": {"msgs": [{"id": 1}, {"id": 2}]}}
 
@@ -34,7 +34,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("database", DATABASES)
 def test_naive_sink_applies_a_redelivery_again(tmp_path, database):
-    sink = make_sink("naive", tmp_path, database)
+    sink = make_table_sink("naive", tmp_path, database)
     sink.apply([1, 2])
     sink.apply([2])  # redelivered after a crash between effect and ack
     assert list(sink.counts()) == [(1, 1), (2, 2)]
@@ -43,7 +43,7 @@ def test_naive_sink_applies_a_redelivery_again(tmp_path, database):
 
 @pytest.mark.parametrize("database", DATABASES)
 def test_dedupe_sink_recognises_a_redelivery_even_from_many_threads(tmp_path, database):
-    sink = make_sink("dedupe", tmp_path, database)
+    sink = make_table_sink("dedupe", tmp_path, database)
     threads = [threading.Thread(target=sink.apply, args=([1, 2, 3],)) for _ in range(8)]
     for t in threads:
         t.start()
@@ -51,13 +51,13 @@ def test_dedupe_sink_recognises_a_redelivery_even_from_many_threads(tmp_path, da
         t.join()
     assert list(sink.counts()) == [(1, 1), (2, 1), (3, 1)]
     sink.close()
-    reopened = make_sink("dedupe", tmp_path, database)  # effects are durable
+    reopened = make_table_sink("dedupe", tmp_path, database)  # effects are durable
     assert list(reopened.counts()) == [(1, 1), (2, 1), (3, 1)]
     reopened.close()
 
 
 def test_postgres_sink_is_its_own_unix_socket_only_server_gone_after_close(tmp_path):
-    sink = make_sink("naive", tmp_path, "postgres")
+    sink = make_table_sink("naive", tmp_path, "postgres")
     lines = postmaster(sink)
     pid = int(lines[0])
     assert alive(pid) and pid == sink.table.server_pid
@@ -72,7 +72,7 @@ def test_postgres_sink_is_its_own_unix_socket_only_server_gone_after_close(tmp_p
 
 def test_postgres_sink_under_a_long_path_uses_a_short_socket_dir(tmp_path):
     run_dir = tmp_path / ("x" * 60) / ("y" * 60)
-    sink = make_sink("naive", run_dir, "postgres")
+    sink = make_table_sink("naive", run_dir, "postgres")
     socket_dir = Path(postmaster(sink)[4])
     assert len(str(socket_dir / ".s.PGSQL.5432")) < 108 and socket_dir.is_dir()
     sink.apply([1, 1])
@@ -83,7 +83,7 @@ def test_postgres_sink_under_a_long_path_uses_a_short_socket_dir(tmp_path):
 
 def test_unknown_sink_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="--sink: 'maybe'"):
-        make_sink("maybe", tmp_path)
+        make_table_sink("maybe", tmp_path)
 
 
 @pytest.mark.parametrize(

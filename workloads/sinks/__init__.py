@@ -1,12 +1,8 @@
-"""Sinks: the consumer's side effect, in a real system. One per file
-against one small protocol; at the end of a run the sink is read back and
-written to the history as `effects` ops.
-
-- naive, dedupe: a table in a database (tables.py: SQLite in the run
-  directory, or a PostgreSQL server the tool starts);
-- kafka-txn: the effect is an output record, written in the same Kafka
-  transaction as the consumed offsets (kafka_txn.py; Kafka runs only).
-"""
+"""Sinks: the consumer's side effect, in a real system, read back at the end
+of a run into the history as `effects` ops. One small protocol; the
+broker-agnostic table sinks are here (table.py, over SQLite or PostgreSQL);
+a broker's own sinks live in its folder (Kafka's kafka-txn:
+workloads/kafka/txn_sink.py) and are made by its System."""
 
 from __future__ import annotations
 
@@ -14,16 +10,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from .tables import DATABASES, open_table
+from .table import DATABASES, TableSink, open_table
 
-__all__ = ["DATABASES", "SINKS", "TABLE_SINKS", "Sink", "make_sink"]
+__all__ = ["DATABASES", "TABLE_SINKS", "Sink", "make_table_sink"]
 
-SINKS = ("naive", "dedupe", "kafka-txn")
-TABLE_SINKS = ("naive", "dedupe")
+# name -> one row per id at most (dedupe), or a row per processing (naive)
+TABLE_SINKS = {"naive": False, "dedupe": True}
 
 
 class Sink(Protocol):
     name: str
+    # True: the consumer applies the effect and commits its offsets in one
+    # transaction through `processor(node, bootstrap, deadline)` (kafka-txn);
+    # False: the consumer calls `apply`, then acks.
+    transactional: bool
 
     def apply(self, ids: list[int]) -> None:
         """Applies the effect of each delivered message (safe from many threads)."""
@@ -34,16 +34,8 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def make_sink(kind: str, run_dir: Path, database: str = "sqlite") -> Sink:
+def make_table_sink(kind: str, run_dir: Path, database: str = DATABASES[0]) -> Sink:
     """A table sink (naive or dedupe) keeping its effects in `database`."""
-    if kind not in SINKS:
-        raise ValueError(f"--sink: {kind!r} is not one of {', '.join(SINKS)}")
     if kind not in TABLE_SINKS:
-        raise ValueError(f"--sink: {kind!r} is made by its system (kafka-txn: --system kafka)")
-    if kind == "naive":
-        from .naive import NaiveSink
-
-        return NaiveSink(open_table(database, run_dir, unique=False))
-    from .dedupe import DedupeSink
-
-    return DedupeSink(open_table(database, run_dir, unique=True))
+        raise ValueError(f"--sink: {kind!r} is not one of {', '.join(TABLE_SINKS)}")
+    return TableSink(kind, open_table(database, run_dir, unique=TABLE_SINKS[kind]))

@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .remote import NodeSpec
@@ -65,11 +65,13 @@ def wait_for_port(host: str, port: int, what: str, timeout: float = 20) -> None:
 
 @dataclass
 class LocalCluster:
-    nodes: int = 3
-    subnet: str = "10.77.0.0/24"
-    bridge: str = "qcbr0"
-    prefix: str = "qc-"
-    state: Path = field(default_factory=lambda: DEFAULT_STATE / "cluster")
+    """Made from NodeOptions (harness/nodes), which holds the defaults."""
+
+    nodes: int
+    subnet: str
+    bridge: str
+    prefix: str
+    state: Path
 
     def __post_init__(self) -> None:
         net = ipaddress.ip_network(self.subnet)

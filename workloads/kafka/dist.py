@@ -6,7 +6,7 @@ Fetched jars are cached under `<state>/kafka/<version>/libs/` (Maven's own
 repository under `<state>/m2`, so nothing lands in ~/.m2); a stamp file marks
 a complete fetch, so a second call runs no Maven at all.
 
-    python -m harness.db.kafka_dist [VERSION]    # fetches, prints the libs dir
+    python -m workloads.kafka.dist [VERSION]    # fetches, prints the libs dir
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..localcluster import DEFAULT_STATE
-from . import DBError
+from harness.nodes.localcluster import DEFAULT_STATE
+
+from ..db import DBError
 
 # Newest 4.x with every artifact the pom needs on Central (kafka_2.13 has a
 # 4.4.0, kafka-tools did not yet when this was written); same as the pom's default.

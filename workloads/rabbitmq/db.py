@@ -17,8 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..remote import Remote, RemoteError
-from . import DBError, PidfileProcess, copy_dirs
+from harness.nodes.remote import Remote, RemoteError
+from harness.options import check_choices, option
+
+from ..db import DBError, PidfileProcess, copy_dirs
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
@@ -28,19 +30,18 @@ PARTITION_HANDLING = ("pause_minority", "autoheal", "ignore")
 
 @dataclass
 class RabbitMQOptions:
-    partition_handling: str = "pause_minority"
-    net_ticktime: int = 10  # seconds: partitions are noticed in ~net_ticktime
+    partition_handling: str = option(
+        "pause_minority", "cluster_partition_handling", choices=PARTITION_HANDLING
+    )
+    # partitions are noticed in about net_ticktime
+    net_ticktime: int = option(10, "Erlang net_ticktime, seconds")
     user: str = "queuecheck"
     password: str = "queuecheck"
     base: str = "/var/lib/queuecheck"
     ready_timeout: float = 120.0
 
     def __post_init__(self) -> None:
-        if self.partition_handling not in PARTITION_HANDLING:
-            raise ValueError(
-                f"--partition-handling: {self.partition_handling!r} is not one of "
-                f"{', '.join(PARTITION_HANDLING)}"
-            )
+        check_choices(self)
 
 
 class RabbitMQ(PidfileProcess):

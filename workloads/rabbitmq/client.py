@@ -28,8 +28,10 @@ from typing import Any
 import pika
 import pika.exceptions as pe
 
-from .base import Op, complete, describe, process_delivery
-from .sinks import Sink
+from harness.options import check_choices, option
+
+from ..client import Op, complete, describe, process_delivery
+from ..sinks import Sink
 
 QUEUE_TYPES = ("quorum", "classic", "mirrored")
 ACK_MODES = ("manual", "auto")
@@ -39,23 +41,22 @@ PORT = 5672
 @dataclass
 class RabbitQueueOptions:
     queue: str = "qc-jobs"
-    queue_type: str = "quorum"
-    confirms: bool = True
-    ack: str = "manual"
-    prefetch: int = 64
-    batch: int = 16  # messages one receive hands to the application at most
+    queue_type: str = option(
+        "quorum", "quorum, classic, or mirrored (classic + an ha-mode policy)", choices=QUEUE_TYPES
+    )
+    confirms: bool = option(True, "publisher confirms")
+    ack: str = option(
+        "manual", "consumer acks: manual (after the effect) or auto", choices=ACK_MODES
+    )
+    prefetch: int = option(64, "consumer prefetch with manual acks")
+    receive_batch: int = option(16, "messages one receive hands over at most")
     poll: float = 0.2  # seconds a receive waits for the first message
     heartbeat: int = 4
     user: str = "queuecheck"
     password: str = "queuecheck"
 
     def __post_init__(self) -> None:
-        if self.queue_type not in QUEUE_TYPES:
-            raise ValueError(
-                f"--queue-type: {self.queue_type!r} is not one of {', '.join(QUEUE_TYPES)}"
-            )
-        if self.ack not in ACK_MODES:
-            raise ValueError(f"--ack: {self.ack!r} is not one of {', '.join(ACK_MODES)}")
+        check_choices(self)
 
     def arguments(self) -> dict[str, Any]:
         # Mirroring is a policy on a classic queue (set by the runner), not an argument.
@@ -160,7 +161,10 @@ class RabbitQueueClient:
         self._consume()
         # Wait for the first message only when nothing is buffered.
         self.conn.process_data_events(time_limit=0 if self.buffer else self.opts.poll)
-        taken, self.buffer = self.buffer[: self.opts.batch], self.buffer[self.opts.batch :]
+        taken, self.buffer = (
+            self.buffer[: self.opts.receive_batch],
+            self.buffer[self.opts.receive_batch :],
+        )
         if taken and self.opts.ack == "manual":
             self.unacked_tag = taken[-1][0]
         return complete(op, "ok", {"msgs": self._msgs(taken)})

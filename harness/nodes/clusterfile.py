@@ -1,6 +1,6 @@
 """Where the nodes come from: the local namespace cluster (default) or a
 cluster file listing machines the user already has. After this, one code
-path: a NodeSpec per node, reached with harness.remote.Remote."""
+path: a NodeSpec per node, reached with harness.nodes.remote.Remote."""
 
 from __future__ import annotations
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from .base import Op, complete, describe
-from .kafka_queue import (
+from ..client import Op, complete, describe
+from .client import (
     ConnectFailed,
     KafkaQueueClient,
     KafkaQueueOptions,

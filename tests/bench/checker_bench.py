@@ -1,6 +1,6 @@
 """Checker benchmark: the Spark checker beside the in-memory baseline.
 
-    python -m checkers.bench [--sizes 100k,1m,10m] [--dir .state/bench]
+    python -m tests.bench.checker_bench [--sizes 100k,1m,10m] [--dir .state/bench]
 
 For each size it generates (once, cached) a spec-conformant history with
 planted anomalies and its columnar sidecar, then runs each checker in its own process (the Spark one
@@ -25,7 +25,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from harness import sidecar
+from harness.history import sidecar
 
 GENERATOR_VERSION = 1
 SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
@@ -173,7 +173,7 @@ def run_one(kind: str, path: Path) -> dict:
         result = DeliveryChecker().check(history, {})
         spark.stop()
     else:
-        from checkers.inmemory import InMemoryChecker
+        from tests.bench.inmemory import InMemoryChecker
 
         result = InMemoryChecker().check_path(path)
     return result.counts
@@ -181,7 +181,7 @@ def run_one(kind: str, path: Path) -> dict:
 
 def measure(kind: str, path: Path) -> dict:
     """Wall time and peak RSS of the child's whole process tree."""
-    cmd = [sys.executable, "-m", "checkers.bench", "--one", kind, str(path)]
+    cmd = [sys.executable, "-m", "tests.bench.checker_bench", "--one", kind, str(path)]
     t0 = time.monotonic()
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     peak = 0
@@ -210,7 +210,7 @@ def measure(kind: str, path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m checkers.bench", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tests.bench.checker_bench", description=__doc__)
     ap.add_argument("--sizes", default="100k,1m,10m", help="message counts, e.g. 100k,1m,10m")
     ap.add_argument("--dir", default=".state/bench", help="where generated histories are cached")
     ap.add_argument(

@@ -21,12 +21,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka import KafkaAdminClient
+from harness.nodes.localcluster import DEFAULT_STATE
+from harness.nodes.remote import Remote, RemoteError
+from harness.options import option
 
-from ..localcluster import DEFAULT_STATE
-from ..remote import Remote, RemoteError
-from . import DBError, PidfileProcess, copy_dirs
-from .kafka_dist import DEFAULT_VERSION, ensure_kafka
+from ..db import DBError, PidfileProcess, copy_dirs
+from .admin import Admin
+from .dist import DEFAULT_VERSION, ensure_kafka
 
 STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
 PORT, CONTROLLER_PORT = 9092, 9093
@@ -34,14 +35,21 @@ PORT, CONTROLLER_PORT = 9092, 9093
 
 @dataclass
 class KafkaOptions:
-    version: str = DEFAULT_VERSION
-    kafka_home: str | None = None  # an unpacked tarball or a libs dir, instead of fetching
+    version: str = option(
+        DEFAULT_VERSION, "Kafka version, its jars from Maven Central", flag="--kafka-version"
+    )
+    kafka_home: str | None = option(
+        None, "an unpacked Kafka (or its libs dir) instead of fetching", flag="--kafka-home"
+    )
     state: Path = field(default_factory=lambda: DEFAULT_STATE)  # where fetched jars are cached
     base: str = "/var/lib/queuecheck"
-    replication_factor: int = 3
-    min_insync_replicas: int = 2
-    unclean_leader_election: bool = False
-    heap: str = "512m"  # 3 brokers, clients and Spark share a 2-core box
+    replication_factor: int = option(3, "topic replication factor")
+    min_insync_replicas: int = option(2, "min.insync.replicas of the topic")
+    unclean_leader_election: bool = option(
+        False, "let an out-of-sync replica become leader (unclean.leader.election.enable)"
+    )
+    # 3 brokers, clients and Spark share a 2-core box
+    heap: str = option("512m", "broker JVM heap", flag="--kafka-heap")
     ready_timeout: float = 120.0
 
     def __post_init__(self) -> None:
@@ -56,16 +64,14 @@ class KafkaOptions:
             raise ValueError(f"--heap: {self.heap!r} is not a JVM size like 512m or 1g")
 
 
-class _Admin(KafkaAdminClient):
-    """Stops its IO thread when bootstrap fails (the base class leaves it running)."""
-
-    def __init__(self, **configs):
-        try:
-            super().__init__(**configs)
-        except BaseException:
-            if getattr(self, "_net", None) is not None:
-                self._net.stop(timeout_ms=2000)
-            raise
+def new_cluster_id() -> str:
+    """A random cluster id as Kafka writes one (a UUID in URL-safe base64),
+    never starting with `-`: StorageTool would read `--cluster-id -x...` as
+    an option (1 id in 64 did). Kafka's own Uuid.randomUuid skips those too."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
 
 
 class Kafka(PidfileProcess):
@@ -79,7 +85,7 @@ class Kafka(PidfileProcess):
                 f"--replication-factor: {self.opts.replication_factor} is more than the "
                 f"{len(nodes)} nodes"
             )
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.cluster_id = new_cluster_id()
         self._libs: Path | None = None
         self._marks: dict[str, int] = {}  # STARTED lines in a node's log when last started
 
@@ -264,7 +270,7 @@ class Kafka(PidfileProcess):
         """Unfenced broker ids in `via`'s metadata; [] if it does not answer."""
         ms = int(timeout * 1000)
         try:
-            admin = _Admin(
+            admin = Admin(
                 bootstrap_servers=self.bootstrap(via),
                 request_timeout_ms=ms,
                 bootstrap_timeout_ms=ms,

@@ -28,15 +28,15 @@ from collections.abc import Iterator
 
 from kafka import KafkaProducer
 
-from workloads.base import describe
-from workloads.kafka_queue import (
+from ..client import describe
+from .client import (
     KafkaQueueClient,
     KafkaQueueOptions,
     Shares,
     _in_background,
     close_producer,
 )
-from workloads.kafka_txn import bounded, transactional_config
+from .txn import bounded, transactional_config
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from .base import Op, complete, describe, process_delivery
+from harness.options import check_choices, option
+
+from ..client import Op, complete, describe, process_delivery
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +90,27 @@ def rejected(e: BaseException) -> bool:
 @dataclass
 class KafkaQueueOptions:
     topic: str = "queuecheck"
-    partitions: int = 3
-    acks: str = "all"
-    idempotence: bool | None = None  # default: on with acks=all (it needs acks=all)
-    retries: int | None = None  # default: kafka-python's, retry until the delivery timeout
-    consumer_mode: str = "subscribe"
+    partitions: int = option(3, "topic partitions")
+    acks: str = option("all", "producer acks", choices=ACKS)
+    # it needs acks=all
+    idempotence: bool | None = option(
+        None, "idempotent producer", shown_default="on with --acks all"
+    )
+    retries: int | None = option(
+        None, "producer retries", shown_default="retry until the op deadline"
+    )
+    consumer_mode: str = option(
+        "subscribe",
+        "a consumer group with rebalances (subscribe), or manual assignment",
+        choices=CONSUMER_MODES,
+    )
     group: str = "queuecheck"
-    txn: bool = False  # transactional producers, read_committed consumers
+    txn: bool = option(False, "transactional producers (txn ops), read_committed consumers")
     read_committed: bool = False  # consumers' isolation level (always, with txn)
-    send_batch: int | None = None  # messages per send op (100), or send mops per txn (5)
-    receive_batch: int = 500  # records one poll hands to the application at most
+    send_batch: int | None = option(
+        None, "messages per send op / sends per txn", shown_default="100; 5 with --txn"
+    )
+    receive_batch: int = option(500, "messages one receive hands over at most")
     poll: float = 0.1  # seconds a receive waits for records
     value_size: int = 0  # pad values to this many bytes
     session_timeout: float = 6.0  # consumer group session, seconds
@@ -105,12 +118,7 @@ class KafkaQueueOptions:
 
     def __post_init__(self) -> None:
         self.acks = str(self.acks)
-        if self.acks not in ACKS:
-            raise ValueError(f"--acks: {self.acks!r} is not one of {', '.join(ACKS)}")
-        if self.consumer_mode not in CONSUMER_MODES:
-            raise ValueError(
-                f"--consumer-mode: {self.consumer_mode!r} is not one of {', '.join(CONSUMER_MODES)}"
-            )
+        check_choices(self)
         if self.txn and self.idempotence is False:
             raise ValueError("--txn: transactions need the idempotent producer")
         if self.idempotence is None:
@@ -477,7 +485,7 @@ class KafkaQueueClient:
         over; a commit that fails drops the consumer (its records come again,
         to whoever owns them). A transactional sink does both in one step."""
         offsets, self._to_commit = self._to_commit, None
-        if getattr(self.sink, "transactional", False):
+        if self.sink is not None and self.sink.transactional:
             return self._process_in_txn(completion, offsets, crash_point)
 
         def commit() -> None:
@@ -516,7 +524,7 @@ class KafkaQueueClient:
         """A transactional sink's producer, before this process reads anything:
         taking its seat aborts whatever a crashed predecessor left open there,
         which would otherwise hold back the partitions' committed offsets."""
-        if not getattr(self.sink, "transactional", False) or self._processor is not None:
+        if self.sink is None or not self.sink.transactional or self._processor is not None:
             return
         p = self.sink.processor(self.node, self.bootstrap, self.deadline)
         try:

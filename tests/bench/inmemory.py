@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from checkers.base import CheckResult
+from checkers.delivery import ANOMALIES, COUNTS, EXAMPLES, _example, decide
 from harness.history import PAIRED_FS, ReadReport, read_history
-
-from .base import CheckResult
-from .delivery import ANOMALIES, COUNTS, EXAMPLES, _example, decide
 
 # Per-id state, one list per id: counters then first-seen history indexes.
 (

@@ -1,19 +1,18 @@
-"""The history contract (shared/spec/history.md, version 1), implemented once.
+"""The history contract (version 1, described in harness/history/README.md),
+implemented once: the fields, the op kinds, one line's validation and the
+reader that also checks pairing.
 
 The history is the only interface between running a test and judging it:
-the harness appends with `HistoryWriter`, every Python reader goes through
-`read_history` / `validate_op`, and the Spark checker's schema
+the harness appends with `HistoryWriter` (writer.py), every Python reader
+goes through `read_history` / `validate_op`, and the Spark checker's schema
 (`checkers/schema.py`) mirrors the field list declared here.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -186,56 +185,3 @@ def _pairing_error(op: dict, open_by_process: dict) -> str | None:
         return f"{typ} {f} of process {p} has no open {f} invoke"
     del open_by_process[p]
     return None
-
-
-class HistoryWriter:
-    """The one owner of history.jsonl: assigns index and time, appends, flushes.
-
-    Thread-safe; every op is on disk (flushed to the OS) before `append`
-    returns, so a killed harness leaves a checkable prefix.
-    """
-
-    def __init__(self, path: str | os.PathLike, fsync: bool = False, sidecar: bool = False):
-        self.path = Path(path)
-        # "x": a run never appends to (and so never corrupts) an existing history.
-        self._fh = open(self.path, "xb", buffering=0)
-        self._lock = threading.Lock()
-        self._index = 0
-        self._t0 = time.monotonic_ns()
-        self._fsync = fsync
-        # The columnar copy the checker reads fastest (harness/sidecar.py);
-        # it becomes usable only when close() seals it.
-        self._sidecar = None
-        if sidecar:
-            from .sidecar import SidecarWriter
-
-            self._sidecar = SidecarWriter(self.path)
-
-    def append(self, op: dict) -> dict:
-        """Stamps `index` and `time` (ns since the writer opened) and writes."""
-        with self._lock:
-            rec = {"index": self._index, "time": time.monotonic_ns() - self._t0}
-            rec.update({k: v for k, v in op.items() if k not in ("index", "time")})
-            bad = validate_op(rec)
-            if bad:
-                raise HistoryError(self._index + 1, bad[0] or None, bad[1])
-            self._fh.write(orjson.dumps(rec) + b"\n")
-            if self._fsync:
-                os.fsync(self._fh.fileno())
-            if self._sidecar:
-                self._sidecar.add(rec)
-            self._index += 1
-            return rec
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
-                if self._sidecar:
-                    self._sidecar.close(self.path.stat().st_size)
-
-    def __enter__(self) -> HistoryWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

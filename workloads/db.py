@@ -1,4 +1,5 @@
-"""Brokers on the nodes: one lifecycle protocol, one file per system.
+"""Brokers on the nodes: the lifecycle protocol every broker's db.py
+(workloads/<broker>/db.py) implements.
 
 Like ducktape's per-node service lifecycle: every step takes the node it
 acts on, processes are tracked by the node's own pidfile (never by a name
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from ..remote import Remote, RemoteError
+from harness.nodes.remote import Remote, RemoteError
 
 
 class DBError(RuntimeError):

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .history import EFFECTS, NEMESIS, TXN
+from .contract import EFFECTS, NEMESIS, TXN
 
 VERSION = 1
 
@@ -142,7 +142,7 @@ class SidecarWriter:
 def build(history: Path) -> dict[str, Path]:
     """Builds the sidecar of an existing history (validating every line on
     the way: a bad history raises HistoryError and leaves no manifest)."""
-    from .history import read_history
+    from .contract import read_history
 
     history = Path(history)
     size = history.stat().st_size

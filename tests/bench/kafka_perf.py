@@ -6,8 +6,8 @@ teardown, Kafka's `ProducerPerformance` (java -cp '<libs>/*', on a node
 over SSH) writes to a topic with the same settings. Prints both figures
 and their ratio.
 
-    python -m workloads.kafka_perf --time 30
-    python -m workloads.kafka_perf --time 30 --records 200000 --record-size 100 \\
+    python -m tests.bench.kafka_perf --time 30
+    python -m tests.bench.kafka_perf --time 30 --records 200000 --record-size 100 \\
         --subnet 10.77.5.0/24 --bridge qckbr5 --prefix qcz- --state /tmp/perf-state
 """
 
@@ -22,9 +22,13 @@ import time
 
 from rich.console import Console
 
-from harness.cli import add_cluster_options, cluster_kwargs
-from harness.remote import Remote
-from harness.runner import Run, RunOptions, System
+from harness.nodes import NodeOptions
+from harness.nodes.remote import Remote
+from harness.options import add_arguments, given
+from harness.runner import Run, RunOptions
+from harness.store import StoreOptions
+from workloads.kafka.admin import create_topic
+from workloads.system import System
 
 SENT = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg")
 
@@ -39,11 +43,9 @@ def perf_tool(
 ) -> dict:
     """Kafka's own producer benchmark against the run's cluster, on a topic
     made like the run's (partitions, replication, min.insync.replicas)."""
-    from harness.systems import create_topic
-
     db = system.db
     topic = f"{system.queue}-perf"
-    create_topic(db, topic, system.config["partitions"])
+    create_topic(db, topic, system.options.partitions)
     cmd = (
         f"java -Xms256m -Xmx256m -cp {shlex.quote(str(db.libs))}/'*' "
         "org.apache.kafka.tools.ProducerPerformance "
@@ -84,7 +86,7 @@ class PerfRun(Run):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workloads.kafka_perf", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tests.bench.kafka_perf", description=__doc__)
     ap.add_argument("--time", type=float, default=30, help="queuecheck main phase, seconds")
     ap.add_argument("--records", type=int, default=200_000, help="perf tool records")
     ap.add_argument("--record-size", type=int, default=100, help="bytes per record (both)")
@@ -92,11 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producers", type=int)
     ap.add_argument("--send-batch", type=int, default=100, help="messages per send op")
     ap.add_argument("--partitions", type=int, default=3)
-    ap.add_argument("--store", default="store")
+    add_arguments(ap, StoreOptions)
     ap.add_argument("--base", help="brokers' data directory (default /var/lib/queuecheck)")
     ap.add_argument("--heap", help="broker heap (default 512m)")
-    add_cluster_options(ap)
-    ap.add_argument("--cluster-file")
+    add_arguments(ap, NodeOptions)
     args = ap.parse_args(argv)
     system_options = {
         "acks": "all",
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = RunOptions(
         system="kafka",
         name="kafka-perf",
-        **cluster_kwargs(args),
+        **given(args, NodeOptions),
+        **given(args, StoreOptions),
         time_limit=args.time,
         concurrency=args.concurrency,
         producers=args.producers,

@@ -12,9 +12,22 @@ from typing import Any, Protocol
 
 Op = dict[str, Any]
 
+# Where a crashed client dies (nemesis/client_crash.py chooses, the
+# interpreter strikes): a consumer before its next op, or at one of the
+# moments of its processing of a delivery (see Client.after_recorded); a
+# producer with its send (or txn) in flight: the client is dropped a moment
+# into the call and, whatever it would have said, the op is info.
+NEXT_OP = "next-op"
+CRASH_POINTS = ("before-effect", "after-effect", "after-ack")
+IN_FLIGHT = "send-in-flight"
+
 
 class Client(Protocol):
     node: str
+
+    def open(self) -> None:
+        """Connects (idempotent); raises if the broker cannot be reached. The
+        drain opens its clients first, so a connect failure is no drain op."""
 
     def invoke(self, op: Op) -> Op:
         """Performs `op` (an invoke) and returns its completion (ok/fail/info).

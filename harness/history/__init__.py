@@ -1,0 +1,41 @@
+"""The history contract: the bottom layer, imported by the harness (which
+writes histories) and by the checkers (which judge them). Nothing here
+imports another queuecheck package. README.md beside this file describes the
+contract; contract.py implements it, writer.py writes it, sidecar.py keeps
+an optional columnar copy."""
+
+from .contract import (
+    COMPLETION_TYPES,
+    DRAIN,
+    EFFECTS,
+    HISTORY_FILE,
+    NEMESIS,
+    PAIRED_FS,
+    RECEIVE,
+    SEND,
+    TXN,
+    TYPES,
+    HistoryError,
+    ReadReport,
+    read_history,
+    validate_op,
+)
+from .writer import HistoryWriter
+
+__all__ = [
+    "COMPLETION_TYPES",
+    "DRAIN",
+    "EFFECTS",
+    "HISTORY_FILE",
+    "NEMESIS",
+    "PAIRED_FS",
+    "RECEIVE",
+    "SEND",
+    "TXN",
+    "TYPES",
+    "HistoryError",
+    "HistoryWriter",
+    "ReadReport",
+    "read_history",
+    "validate_op",
+]

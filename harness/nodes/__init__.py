@@ -1,0 +1,52 @@
+"""Node access, below the run layer: a node is a NodeSpec reached over SSH
+(remote.py), whether it comes from the local namespace cluster
+(localcluster.py) or from a user's cluster file (clusterfile.py).
+NodeOptions says which, with the options every command shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.options import option
+
+from .localcluster import DEFAULT_STATE, LocalCluster
+from .remote import NodeSpec
+
+
+@dataclass
+class NodeOptions:
+    nodes: int = option(3, "local cluster: node count")
+    cluster_file: str | None = option(
+        None, "JSON/TOML list of SSH nodes instead of the local cluster"
+    )
+    subnet: str = option("10.77.0.0/24", "local cluster: the nodes' private subnet")
+    bridge: str = option("qcbr0", "local cluster: host bridge name")
+    prefix: str = option("qc-", "local cluster: namespace name prefix")
+    state: str = option(str(DEFAULT_STATE), "state directory (keys, pidfiles, jars)")
+
+    def local_cluster(self) -> LocalCluster:
+        return LocalCluster(
+            nodes=self.nodes,
+            subnet=self.subnet,
+            bridge=self.bridge,
+            prefix=self.prefix,
+            state=Path(self.state) / "cluster",
+        )
+
+    def node_specs(self) -> list[NodeSpec]:
+        """The cluster file's nodes, or the local cluster's (brought up)."""
+        if self.cluster_file:
+            from .clusterfile import load_cluster_file
+
+            return load_cluster_file(self.cluster_file)
+        return self.local_cluster().up()
+
+    def data_base(self) -> str:
+        """Where brokers keep their data on the nodes. Local clusters share the
+        host's disk (and pids): each cluster gets its own tree, named by its
+        prefix, so two clusters never touch each other's brokers; vendor nodes
+        use one fixed path."""
+        if self.cluster_file:
+            return "/var/lib/queuecheck"
+        return f"/var/lib/queuecheck/{self.prefix.rstrip('-') or 'default'}"

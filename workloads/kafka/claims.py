@@ -1,0 +1,70 @@
+"""What Kafka's documentation promises, by configuration: rows of (when it
+applies, the properties claimed, where the promise is made) over the config
+KafkaSystem records: acks ("0", "1", "all"), idempotence,
+min_insync_replicas, replication_factor, unclean_leader_election, txn
+(transactional producers, read_committed consumers). And the claim of
+Kafka's own sink, kafka-txn."""
+
+from __future__ import annotations
+
+from ..claims import Config, Row
+
+CLAIMS: list[Row] = [
+    (
+        lambda c: _durable(c),
+        ("at-least-once",),
+        "Kafka docs, Design 'Replication' and producer config 'acks': with acks=all a "
+        "record is acknowledged once every in-sync replica has it, and is not lost as long "
+        "as one in-sync replica remains; min.insync.replicas>=2 and no unclean leader "
+        "election keep an out-of-sync replica from becoming leader; consumers committing "
+        "after processing get at-least-once delivery ('Message Delivery Semantics')",
+    ),
+    (
+        lambda c: _durable(c) and c["idempotence"],
+        ("per-partition-order",),
+        "Kafka docs, Introduction 'Guarantees': records sent by a producer to a partition "
+        "are appended, and seen by consumers, in the order they are sent; KIP-98: the "
+        "idempotent producer keeps that order (and writes once) across retries",
+    ),
+    (
+        lambda c: not _durable(c),
+        (),
+        "no at-least-once claim: with acks=0/1, min.insync.replicas<2 or unclean leader "
+        "election, a leader failover can drop writes that were acknowledged (Kafka docs, "
+        "Design 'Replication': availability over durability)",
+    ),
+    (
+        lambda c: c["txn"],
+        ("read-committed",),
+        "KIP-98 / Kafka docs 'Message Delivery Semantics': a transaction's writes to many "
+        "partitions are atomic; consumers with isolation.level=read_committed read only "
+        "committed transactional records, never aborted ones",
+    ),
+    (
+        lambda c: True,
+        (),
+        "no at-most-once claim: a consumer group that commits after processing redelivers "
+        "records whose offsets were not committed when a consumer died or a rebalance moved "
+        "the partition (Kafka docs, 'Message Delivery Semantics')",
+    ),
+]
+
+
+def _durable(c: Config) -> bool:
+    return (
+        c["acks"] == "all"
+        and c["min_insync_replicas"] >= 2
+        and c["replication_factor"] >= c["min_insync_replicas"]
+        and not c["unclean_leader_election"]
+    )
+
+
+SINK_CLAIMS = {
+    "kafka-txn": (
+        ("exactly-once-effect",),
+        "KIP-98 and KIP-447, Kafka docs 'Message Delivery Semantics': a consume-transform-"
+        "produce loop that writes its output and its consumed offsets in one transaction "
+        "(send_offsets_to_transaction with the consumer's group metadata) and reads with "
+        "read_committed gets each input's output committed exactly once",
+    ),
+}

@@ -1,0 +1,164 @@
+"""Kafka as a System: KRaft brokers (db.py), kafka-python clients (client.py,
+txn.py), its own consume-transform-produce sink (txn_sink.py), its claims
+(claims.py), and its demo and matrix presets."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from kafka import KafkaProducer
+
+from harness.nodes.remote import Remote
+
+from ..client import Client
+from ..sinks import Sink
+from ..system import Preset, RunContext, System
+from . import claims
+from .admin import create_topic, warm_up
+from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
+from .db import Kafka, KafkaOptions
+from .txn import KafkaTxnClient
+
+TXN_SINK = "kafka-txn"
+
+
+class KafkaSystem(System):
+    name = "kafka"
+    option_classes = (KafkaOptions, KafkaQueueOptions)
+    claim_rows = claims.CLAIMS
+    own_sinks = {
+        TXN_SINK: "an output record committed in one transaction with the consumed offsets"
+    }
+    own_sink_claims = claims.SINK_CLAIMS
+    demo = Preset(
+        "demo-kafka-acks-all",
+        "Kafka KRaft, acks=all, idempotent producer, min.insync.replicas=2, consumer group",
+        {
+            "system": "kafka",
+            "nemesis": ["partition", "kill", "pause"],
+            "system_options": {"acks": "all", "idempotence": True},
+        },
+    )
+    matrix_rows = [
+        Preset(
+            "kafka-acks-all-dedupe",
+            "Kafka acks=all, idempotent producer, offsets committed after the effect, dedupe sink",
+            {"system": "kafka", "sink": "dedupe", "rate": 5.0, "system_options": {"acks": "all"}},
+        ),
+        Preset(
+            "kafka-transactions",
+            "Kafka transactional producers; consume-transform-produce with the offsets in the "
+            "output's transaction, read_committed",
+            {
+                "system": "kafka",
+                "sink": TXN_SINK,
+                # 20 messages a transaction: with ten transactional clients and three
+                # brokers on two cores a transaction takes a few hundred ms
+                "system_options": {"acks": "all", "txn": True, "send_batch": 20},
+            },
+        ),
+    ]
+    drain_all_nodes = False  # one reader sees every partition
+
+    def __init__(self, ctx: RunContext, options: dict[str, Any]):
+        super().__init__(ctx, options)
+        db_opts, q_opts = self.split_options(options)
+        db_opts.setdefault("base", ctx.data_base)
+        self.db = Kafka(ctx.nodes, KafkaOptions(**db_opts))
+        if ctx.sink == TXN_SINK:
+            # Consume-transform-produce reads committed input, and its offsets
+            # fetch waits for pending transactional commits (require_stable).
+            q_opts["read_committed"] = True
+        self.options = KafkaQueueOptions(**q_opts)
+        self.queue = self.options.topic
+        self.output = f"{self.queue}-effects"  # the kafka-txn sink's topic
+        self.send_batch = self.options.send_batch
+        self.txn = self.options.txn
+        self._by_name = {n.name: n for n in ctx.nodes}
+        self._pool = ProducerPool(self._make_producer, linger=ctx.op_timeout)
+        self._shares = Shares(ctx.consumers)  # assign mode: partitions split among consumers
+        self._history = None  # the writer, once the run opened it
+
+    @classmethod
+    def default_name(cls, options: dict[str, Any]) -> str:
+        """kafka-acks-all, kafka-acks-all-txn ..."""
+        txn = ["txn"] if options.get("txn") else []
+        return "-".join(["kafka", f"acks-{options.get('acks', 'all')}", *txn])
+
+    def config(self) -> dict[str, Any]:
+        q, d = self.options, self.db.opts
+        return {
+            **self.sink_config(),
+            "topic": q.topic,
+            "partitions": q.partitions,
+            "acks": q.acks,
+            "idempotence": q.idempotence,
+            "retries": q.retries,
+            "consumer_mode": q.consumer_mode,
+            "txn": q.txn,
+            "read_committed": q.read_committed,
+            "send_batch": q.send_batch,
+            "replication_factor": d.replication_factor,
+            "min_insync_replicas": d.min_insync_replicas,
+            "unclean_leader_election": d.unclean_leader_election,
+        }
+
+    def record(self) -> dict[str, Any]:
+        return {
+            **self.config(),
+            "options": asdict(self.options),
+            "db": asdict(self.db.opts) | {"state": str(self.db.opts.state)},
+        }
+
+    # -- clients ----------------------------------------------------------
+    def bootstrap(self, node: Remote) -> str:
+        # The node's own broker first; the others let a client start while it is down.
+        others = (self.db.bootstrap(n) for n in self.ctx.nodes if n is not node)
+        return ",".join([self.db.bootstrap(node), *others])
+
+    def _make_producer(self, name: str) -> KafkaProducer:
+        return KafkaProducer(
+            client_id=f"queuecheck-{name}",
+            **self.options.producer_config(
+                self.bootstrap(self._by_name[name]), self.ctx.op_timeout
+            ),
+        )
+
+    def _record(self, op: dict) -> None:
+        if self._history is not None:
+            self._history.append(op)
+
+    def attach(self, history) -> None:
+        self._history = history
+
+    def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
+        kw = {
+            "deadline": self.ctx.op_timeout,
+            "record": self._record,
+            "shares": self._shares,
+            "sink": sink,
+        }
+        if self.options.txn:
+            return KafkaTxnClient(node.name, self.bootstrap(node), self.options, **kw)
+        return KafkaQueueClient(node.name, self.bootstrap(node), self.options, self._pool, **kw)
+
+    def prepare(self) -> None:
+        create_topic(self.db, self.queue, self.options.partitions)
+        if self.ctx.sink == TXN_SINK:
+            create_topic(self.db, self.output, self.options.partitions)
+        warm_up(
+            self.db,
+            self.options,
+            deadline=self.db.opts.ready_timeout,
+            txn=self.options.txn or self.ctx.sink == TXN_SINK,
+        )
+
+    def own_sink(self, kind: str) -> Sink:
+        if kind != TXN_SINK:
+            return super().own_sink(kind)
+        from .txn_sink import KafkaTxnSink
+
+        return KafkaTxnSink(
+            self.options, self.output, self.db.bootstrap(), seats=self.ctx.consumers
+        )

@@ -1,0 +1,2 @@
+"""Everything about RabbitMQ: lifecycle (db.py), the pika queue client
+(client.py), claims (claims.py), and its System (system.py)."""

@@ -1,0 +1,153 @@
+"""The System protocol: everything a run needs from one broker, in one class
+per broker (workloads/<broker>/system.py), registered by name in
+workloads/registry.py. The run layer (test, matrix, demo, the perf tool, the
+CLI) knows brokers only through this class and that registry.
+
+A System declares, as class attributes: its option classes (dataclasses of
+harness.options fields: flags, defaults and validation come from there), its
+claims rows, its own sinks (beyond the table sinks), its demo and matrix
+presets. An instance, made for one run, owns the broker lifecycle (`db`),
+makes clients, prepares the queue once the cluster serves, and says what
+test.json records of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness.options import OptionError, add_arguments, flags_of, given
+
+from .claims import TABLE_SINK_CLAIMS, Row, SinkClaims, claims_for
+from .client import Client
+from .db import DB
+from .sinks import TABLE_SINKS, Sink
+
+if TYPE_CHECKING:
+    from harness.history import HistoryWriter
+    from harness.nodes.remote import Remote
+
+
+@dataclass
+class Preset:
+    """A named configuration: a demo run or a matrix row. `options` are
+    RunOptions fields (system_options: this system's own options)."""
+
+    name: str
+    what: str  # the configuration, for a reader choosing a setup
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunContext:
+    """What a system needs to know of the run it serves."""
+
+    nodes: list[Remote]
+    op_timeout: float
+    consumers: int  # consumer processes (slots)
+    data_base: str  # where brokers keep their data on the nodes
+    sink: str | None = None
+    sink_db: str | None = None
+
+
+class System:
+    name: ClassVar[str]
+    # Dataclasses of harness.options fields; each option goes to the first
+    # class that has it (a db's options, then its clients').
+    option_classes: ClassVar[tuple[type, ...]] = ()
+    claim_rows: ClassVar[list[Row]] = []
+    own_sinks: ClassVar[dict[str, str]] = {}  # sink name -> what its effect is
+    own_sink_claims: ClassVar[SinkClaims] = {}
+    demo: ClassVar[Preset | None] = None
+    matrix_rows: ClassVar[list[Preset]] = []
+
+    # What the generator and the final phase need.
+    send_batch: int = 1  # messages per send op (or send mops per txn op)
+    txn: bool = False  # producers run `txn` ops instead of `send`
+    drain_all_nodes: bool = True  # False: one node's client reads everything
+
+    db: DB
+    queue: str
+
+    def __init__(self, ctx: RunContext, options: dict[str, Any]):
+        self.ctx = ctx
+
+    # -- options ----------------------------------------------------------
+    @classmethod
+    def split_options(cls, options: dict[str, Any]) -> list[dict[str, Any]]:
+        """Routes each option to the first option class that has it; an unknown
+        one is an error naming it."""
+        names = [{f.name for f in fields(c)} for c in cls.option_classes]
+        out: list[dict[str, Any]] = [{} for _ in cls.option_classes]
+        for key, value in options.items():
+            for i, known in enumerate(names):
+                if key in known:
+                    out[i][key] = value
+                    break
+            else:
+                raise OptionError(f"{key!r}: not an option of {cls.name}")
+        return out
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group(cls.name)
+        for c in cls.option_classes:
+            add_arguments(group, c, label=cls.name)
+
+    @classmethod
+    def flags(cls) -> set[str]:
+        return set().union(*(flags_of(c) for c in cls.option_classes))
+
+    @classmethod
+    def options_given(cls, args: argparse.Namespace) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for c in cls.option_classes:
+            out.update({k: v for k, v in given(args, c).items() if k not in out})
+        return out
+
+    @classmethod
+    def default_name(cls, options: dict[str, Any]) -> str:
+        """The test's name in the store when none is given."""
+        return cls.name
+
+    # -- claims -----------------------------------------------------------
+    @classmethod
+    def claims_of(cls, config: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """The properties `config` claims, and the source note of each row used."""
+        return claims_for(cls.claim_rows, config, {**TABLE_SINK_CLAIMS, **cls.own_sink_claims})
+
+    @classmethod
+    def sinks(cls) -> tuple[str, ...]:
+        return (*TABLE_SINKS, *cls.own_sinks)
+
+    def sink_config(self) -> dict[str, Any]:
+        """What test.json records of the sink (the database only for table sinks)."""
+        sink = self.ctx.sink
+        return {"sink": sink, "sink_db": self.ctx.sink_db if sink in TABLE_SINKS else None}
+
+    def config(self) -> dict[str, Any]:
+        """The configuration the claims are read from (and test.json records)."""
+        raise NotImplementedError
+
+    def record(self) -> dict[str, Any]:
+        """What test.json records of the system: its config and every option."""
+        return self.config()
+
+    def claims(self) -> tuple[list[str], list[str]]:
+        return self.claims_of(self.config())
+
+    # -- the run ----------------------------------------------------------
+    def prepare(self) -> None:
+        """Declares the queue (or topic) once the cluster serves."""
+
+    def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
+        raise NotImplementedError
+
+    def attach(self, history: HistoryWriter) -> None:
+        """Given the history once it is open: for clients that record ops of
+        their own process besides their completions (Kafka's rebalances)."""
+
+    def own_sink(self, kind: str) -> Sink:
+        """One of `own_sinks`, for this run."""
+        raise OptionError(f"--sink: {kind!r} is not a sink of {self.name}")
