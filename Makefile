@@ -2,11 +2,14 @@
 #   make demo   set up everything, run the main job on the embedded default
 #   make test   set up everything, run the whole test suite
 # Every step is guarded by a stamp, so re-running is fast and idempotent.
+# Set-up prints one line per step; what apt, pip and Maven print goes to
+# .state/logs/<step>.log, shown (its tail) only when the step fails.
 
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+LOGS := .state/logs
 # Debian packages the project drives: a JRE for Spark and Kafka, maven to fetch
 # Kafka's jars, sshd + iptables + iproute2 for the namespace cluster, RabbitMQ,
 # chromium to test report.html as a person sees it, PostgreSQL for --sink-db postgres.
@@ -14,25 +17,38 @@ APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iprout
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
-.PHONY: setup kafka-jars demo matrix test unit bench lint clean
+# $(call step,what it does,log name,command): one line, the output in the log.
+define step
+	@mkdir -p $(LOGS); printf 'set-up: %s ... ' "$(1)"; \
+	if ( $(3) ) > $(LOGS)/$(2).log 2>&1; then echo ok; \
+	else echo "FAILED (whole output: $(LOGS)/$(2).log)"; tail -n 30 $(LOGS)/$(2).log; exit 1; fi
+endef
+
+APT_INSTALL = missing=$$(for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing $$missing"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update && apt-get install -y --no-install-recommends $$missing; \
+	fi
+
+.PHONY: setup kafka-jars demo matrix test unit bench fuzz lint clean
 
 setup: $(APT_STAMP) $(PIP_STAMP)
 
 $(APT_STAMP):
-	@missing=$$(for p in $(APT_PACKAGES); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	    echo "apt: installing $$missing"; \
-	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
-	@$(PYTHON) -m venv $(VENV)
+	$(call step,Debian packages,apt,$(APT_INSTALL))
+	$(call step,virtualenv,venv,$(PYTHON) -m venv $(VENV))
 	@touch $@
 
 $(PIP_STAMP): pyproject.toml $(APT_STAMP)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(call step,Python packages (pip install -e .[dev]),pip,$(BIN)/pip install --upgrade pip && $(BIN)/pip install -e '.[dev]')
 	@touch $@
+
+# Kafka's broker + CLI jars from Maven Central, cached in .state/kafka/<version>/libs
+# (a no-op once there).
+kafka-jars: setup
+	$(call step,Kafka jars from Maven Central,kafka-jars,$(BIN)/python -m workloads.kafka.dist)
 
 demo: setup kafka-jars
 	$(BIN)/queuecheck demo
@@ -49,10 +65,9 @@ unit: setup
 bench: setup
 	$(BIN)/python -m tests.bench.checker_bench
 
-# Kafka's broker + CLI jars from Maven Central, cached in .state/kafka/<version>/libs
-# (a no-op once there).
-kafka-jars: setup
-	@$(BIN)/python -m workloads.kafka.dist >/dev/null
+# Generated histories: the Spark checker against the independent reference.
+fuzz: setup
+	$(BIN)/python -m tests.fuzz --n 10000
 
 lint: setup
 	$(BIN)/ruff check .

@@ -22,6 +22,7 @@ from checkers.offsets import OffsetChecker
 from checkers.spark import DEFAULT_DRIVER_MEMORY, spark_session
 
 TEST_FILE = "test.json"
+DEFAULT_CLAIMS = ("at-least-once",)
 RESULTS_FILE = "results.json"
 
 
@@ -60,19 +61,25 @@ def check(
     spark_conf: dict[str, str] | None = None,
     use_sidecar: bool = True,
 ) -> dict[str, Any]:
-    """Checks one history; claims default to the ones its test.json carries."""
+    """Checks one history; claims default to the ones its test.json carries,
+    and with neither to at-least-once: what goes in must come out (a
+    history judged against no claim at all could never fail)."""
     hp = history_path(path)
     if not hp.is_file():
         raise UsageError(f"{path}: no history file (expected {hp})")
     test = read_test(hp)
-    if claims is None:
-        claims = parse_claims(",".join(test.get("claims", []))) or []
+    source = "--claims"
+    if claims is None and "claims" in test:
+        claims, source = parse_claims(",".join(test["claims"])) or [], "test.json"
+    elif claims is None:
+        claims, source = list(DEFAULT_CLAIMS), "default"
     spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
     history = load_history(spark, hp, use_sidecar=use_sidecar)
     checkers = [DeliveryChecker(), OffsetChecker(), ExerciseChecker()]
     result = mark_exercised(run_checkers(checkers, history, test))
     doc = results_document(result, claims)
     doc.setdefault("history", {}).update(path=str(hp), source=history.source)
+    doc["claims-source"] = source  # optional field: where the claims came from
     return doc
 
 

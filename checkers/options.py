@@ -4,6 +4,7 @@ CLI can declare them without starting anything."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from harness.options import OptionError, option
@@ -12,6 +13,10 @@ DEFAULT_MASTER = "local[*]"
 # A 100M-message history must complete with <= 4 GB of driver heap, so
 # nothing may be collected to the driver.
 DEFAULT_DRIVER_MEMORY = "4g"
+MASTER = re.compile(
+    r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
+    r"|spark://[\w.-]+:\d+(,[\w.-]+:\d+)*|yarn|(k8s|mesos)://\S+"
+)
 
 
 @dataclass
@@ -26,6 +31,20 @@ class SparkOptions:
         repeat=True,
         metavar="KEY=VALUE",
     )
+
+    def __post_init__(self) -> None:
+        """Checked before any Spark starts: a bad value fails in a second, not
+        after the whole check."""
+        if not re.fullmatch(r"\d+[kmgt]?b?", self.driver_memory, re.I):
+            raise OptionError(
+                f"--driver-memory: {self.driver_memory!r} is not a JVM size like 4g or 512m"
+            )
+        if self.spark_master is not None and not MASTER.fullmatch(self.spark_master):
+            raise OptionError(
+                f"--spark-master: {self.spark_master!r} is not a Spark master URL "
+                "(local, local[N], local[*], spark://HOST:PORT, yarn, k8s://..., mesos://...)"
+            )
+        self.conf()
 
     def conf(self) -> dict[str, str]:
         """--spark-conf pairs as a dict; a pair without `=` is an error naming it."""

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from harness.options import DEFAULT_STATE
 
 from .options import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER
 
@@ -54,9 +57,51 @@ def spark_session(
         "spark.driver.extraJavaOptions": f"{JAVA_LOG} -XX:+UseParallelGC",
         "spark.executor.extraJavaOptions": JAVA_LOG,
     }
+    if (master or DEFAULT_MASTER).startswith("local") and not under_spark_submit():
+        # Local mode: the driver and its block manager listen on loopback only,
+        # never on the host's LAN address.
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    log = DEFAULT_STATE / "logs" / "spark.log"
+    try:
+        with _jvm_output_to(log):
+            spark = builder.getOrCreate()
+    except Exception as e:  # noqa: BLE001 - py4j says little; the JVM's own words are in the log
+        raise SparkStartError(f"Spark did not start ({e}); {log}: {_tail(log)}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+class SparkStartError(RuntimeError):
+    """The Spark JVM could not be started; names the log that says why."""
+
+
+@contextmanager
+def _jvm_output_to(log: Path):
+    """pyspark starts the JVM as a child that inherits our stderr: for that
+    moment stderr is the log file, so the JVM's start-up warnings, and all it
+    prints later, go there and never between the progress lines and the
+    verdict. Our own stderr is back as soon as the JVM is started."""
+    if under_spark_submit() or SparkSession.getActiveSession() is not None:
+        yield  # no JVM is started here
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log, "ab") as out:
+            os.dup2(out.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _tail(log: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

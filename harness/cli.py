@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from checkers.options import SparkOptions
 from harness.history import HISTORY_FILE, HistoryError
@@ -22,6 +24,15 @@ EXIT = {True: 0, False: 1, "unknown": 2}
 err = Console(stderr=True)
 
 
+def exit_of(results: list[dict | None]) -> int:
+    """One exit code for several runs: 1 if a claimed property was violated
+    in any; else 2 if any failed (None) or could not decide; else 0."""
+    valids = [r["valid"] if r else None for r in results]
+    if False in valids:
+        return 1
+    return 0 if valids and all(v is True for v in valids) else 2
+
+
 def _out() -> Console:
     # A CI log is no terminal: give tables room instead of rich's 80 columns.
     return Console() if sys.stdout.isatty() else Console(width=140)
@@ -33,6 +44,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from reports.console import print_verdict
 
     spark = SparkOptions(**given(args, SparkOptions))
+    out = Path(args.out) if args.out else history_path(args.path).parent / RESULTS_FILE
+    _writable(out, "--out" if args.out else "results.json")  # before the check, not after
     doc = check(
         args.path,
         claims=parse_claims(args.claims),
@@ -40,11 +53,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         spark_conf=spark.conf(),
         use_sidecar=not args.no_sidecar,
     )
-    out = Path(args.out) if args.out else history_path(args.path).parent / RESULTS_FILE
     write_results(doc, out)
     print_verdict(doc)
     _out().print(f"results: {out}")
     return EXIT[doc["valid"]]
+
+
+def _writable(out: Path, what: str) -> None:
+    """A file we may create or replace, or one clear error naming it."""
+    from checkers.job import UsageError
+
+    if out.is_dir():
+        raise UsageError(f"{what} {out}: is a directory; name a file")
+    parent = next(p for p in (out.parent, *out.parent.parents) if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {out}: cannot write in {parent}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -89,7 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: a short fault-injection run of each broker on the local cluster."""
     from harness.demo import DemoOptions, run_demo
 
-    return run_demo(DemoOptions(**given(args, DemoOptions)), _out())
+    return exit_of(run_demo(DemoOptions(**given(args, DemoOptions)), _out()))
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -102,20 +125,21 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             _out().print(f"{row.name}: {row.what}")
         return 0
     doc = run_matrix(opts.base(), rows_named(opts.rows), _out())
-    return 0 if all("results" in r for r in doc["rows"]) else 1
+    return exit_of([r.get("results") for r in doc["rows"]])
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     """up | down | status of the local namespace cluster."""
     from harness.nodes.remote import Remote
 
-    cluster = NodeOptions(**given(args, NodeOptions)).local_cluster()
+    where = NodeOptions(**given(args, NodeOptions))
+    cluster = where.local_cluster()
     out = _out()
     if args.action == "up":
-        from nemesis.iptables import heal_leftovers
+        from harness.runner import stop_leftovers
 
         nodes = [Remote(spec) for spec in cluster.up()]
-        heal_leftovers(nodes)  # cuts a killed run left behind
+        stop_leftovers(nodes, where)  # cuts, brokers, a sink database a killed run left
         for node in nodes:
             r = node.run("hostname; id -un", timeout=10)
             out.print(f"{node.name}: {node.spec.host} ssh ok ({' '.join(r.out.split())})")
@@ -124,7 +148,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     if args.action == "down":
         problems = cluster.down()
         for p in problems:
-            err.print(f"[red]error:[/] {p}")
+            err.print(f"[red]error:[/] {escape(p)}")
         out.print("cluster removed" if not problems else "cluster partly removed")
         return 2 if problems else 0
     for node, state in cluster.status().items():
@@ -221,21 +245,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_arguments(p, MatrixOptions)
     p.set_defaults(func=cmd_matrix)
+    for parser in (ap, *sub.choices.values()):
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show the traceback of an error",
+        )
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+    """0: every claimed property held; 1: a claimed property was violated;
+    2: unknown, bad input, interrupted, or the tool itself failed, said in
+    one line (the traceback only with --debug)."""
     from checkers.job import UsageError
     from harness.nodes.clusterfile import ClusterFileError
     from harness.nodes.localcluster import ClusterError
     from harness.nodes.remote import RemoteError
+    from harness.runner import Interrupted
     from workloads.db import DBError
 
     args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
     try:
         return args.func(args)
     except HistoryError as e:
-        err.print(f"[red]error:[/] history {getattr(args, 'path', '')}: {e}")
+        _error(f"history {getattr(args, 'path', '')}: {e}")
     except (
         UsageError,
         FileNotFoundError,
@@ -246,10 +282,23 @@ def main(argv: list[str] | None = None) -> int:
         RunError,
         ValueError,
     ) as e:
-        err.print(f"[red]error:[/] {e}")
+        _error(str(e))
+        if debug:
+            err.print_exception()
+    except Interrupted as e:
+        _error(f"interrupted; what ran is kept, the last history in {e}")
     except KeyboardInterrupt:
-        err.print("[red]interrupted[/]")
+        _error("interrupted")
+    except Exception as e:  # noqa: BLE001 - the tool failed: exit 2, never 1
+        _error(f"internal error: {type(e).__name__}: {e} (--debug shows the traceback)")
+        if debug:
+            err.print_exception()
     return 2
+
+
+def _error(text: str) -> None:
+    """One line; the text is data, never markup ([/x] in a history stays as it is)."""
+    err.print(f"[red]error:[/] {escape(text)}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from checkers.options import SparkOptions
@@ -19,7 +21,7 @@ from workloads.system import Preset
 
 from .nodes import NodeOptions
 from .options import option
-from .runner import Run, RunOptions, run_fields
+from .runner import Interrupted, Run, RunOptions, run_fields
 from .store import StoreOptions
 
 
@@ -41,17 +43,36 @@ class DemoOptions(NodeOptions, StoreOptions, SparkOptions):
 PRESETS: list[Preset] = [cls.demo for cls in SYSTEMS.values() if cls.demo]
 
 
-def run_demo(options: DemoOptions, console: Console) -> int:
+def run_demo(options: DemoOptions, console: Console) -> list[dict[str, Any] | None]:
+    """Each preset's results (None for a run that failed), in order; a Ctrl-C
+    stops after the interrupted run healed, with the table of what ran."""
     rows = []
-    for preset in PRESETS:
-        console.rule(f"{preset.name}: {preset.what}")
-        run, doc = Run(options.run_options(preset), console).execute()
-        print_verdict(doc, console)
-        rows.append((preset.name, run, doc))
+    try:
+        for preset in PRESETS:
+            console.rule(f"{preset.name}: {preset.what}")
+            try:
+                run, doc = Run(options.run_options(preset), console).execute()
+            except Interrupted:
+                raise
+            except Exception as e:  # noqa: BLE001 - the next preset still runs
+                console.print(f"[bold red]{preset.name} failed:[/] {escape(str(e))}")
+                rows.append((preset.name, None, None))
+                continue
+            print_verdict(doc, console)
+            rows.append((preset.name, run, doc))
+    finally:
+        _print_table(rows, console)
+    return [doc for _, _, doc in rows]
+
+
+def _print_table(rows: list, console: Console) -> None:
     table = Table(title="demo: claimed properties, held?")
     for col in ("run", "claims", "verdict", "acknowledged", "lost", "duplicated", "run directory"):
         table.add_column(col)
     for name, run, doc in rows:
+        if doc is None:
+            table.add_row(name, "", "[bold red]error[/]", "", "", "", "")
+            continue
         claimed = [p for p, v in doc["properties"].items() if v["claimed"]]
         counts = doc["counts"]
         table.add_row(
@@ -67,4 +88,3 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     console.print(
         "exactly-once effect (sinks, consumers crashed between effect and ack): `queuecheck matrix`"
     )
-    return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from checkers.options import SparkOptions
@@ -25,7 +26,7 @@ from workloads.system import Preset
 
 from .nodes import NodeOptions
 from .options import option, same_option
-from .runner import Run, RunOptions, run_fields
+from .runner import Interrupted, Run, RunOptions, run_fields
 from .store import StoreOptions
 
 PROPERTIES = ("at-most-once", "at-least-once", "exactly-once-effect")
@@ -105,9 +106,14 @@ def run_matrix(base: dict[str, Any], rows: list[Preset], console: Console) -> di
             entry.update(run=str(run), results=doc)
             stats = json.loads((Path(run) / "stats.json").read_text())
             entry["recovered"] = stats.get("recovered")
+        except Interrupted as e:  # Ctrl-C: the run healed itself; no further rows
+            entry.update(run=str(e), error="interrupted")
+            results.append(entry)
+            print_matrix(_write(out_dir, started, results), console)
+            raise
         except Exception as e:  # noqa: BLE001 - one row's failure must not lose the others
             entry["error"] = f"{type(e).__name__}: {e}"
-            console.print(f"[bold red]{row.name} failed:[/] {e}")
+            console.print(f"[bold red]{row.name} failed:[/] {escape(str(e))}")
         results.append(entry)
         _write(out_dir, started, results)  # kept as it grows: a killed matrix keeps its rows
     doc = _write(out_dir, started, results)
@@ -159,7 +165,7 @@ def print_matrix(doc: dict[str, Any], console: Console) -> None:
         res = entry.get("results")
         first = f"{entry['row']}\n[dim]{entry['what']}[/]"
         if res is None:
-            table.add_row(first, *(["error"] * len(PROPERTIES)), entry.get("error", ""))
+            table.add_row(first, *(["error"] * len(PROPERTIES)), escape(entry.get("error", "")))
             continue
         table.add_row(first, *(_colour(cell(res, p)) for p in PROPERTIES), exercised(res))
     console.print(table)

@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import types
 import typing
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+# The tool's own files on this machine (keys, jars, logs, pidfiles): one
+# directory, for every command.
+DEFAULT_STATE = Path(os.environ.get("QUEUECHECK_STATE", ".state"))
 
 
 class OptionError(ValueError):

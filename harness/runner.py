@@ -18,11 +18,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from checkers.options import SparkOptions
 from nemesis.base import FaultContext, Nemesis
@@ -36,6 +38,7 @@ from workloads.client import NEXT_OP, Client, describe
 from workloads.db import DBError
 from workloads.registry import SYSTEMS
 from workloads.sinks import DATABASES, TABLE_SINKS, Sink, make_table_sink
+from workloads.sinks.postgres import stop_leftovers as stop_leftover_servers
 from workloads.system import RunContext, System
 
 from .generator import QueueOps
@@ -120,6 +123,7 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
 
     def __post_init__(self) -> None:
         try:
+            super().__post_init__()  # nodes, Spark
             check_choices(self)
         except OptionError as e:
             raise RunError(str(e)) from None
@@ -150,6 +154,20 @@ def run_fields(options: Any) -> dict[str, Any]:
     RunOptions fields too: where the nodes are, the store, Spark ..."""
     names = {f.name for f in fields(RunOptions)}
     return {k: v for k, v in asdict(options).items() if k in names}
+
+
+def stop_leftovers(nodes: list[Remote], where: NodeOptions) -> None:
+    """What a killed run (kill -9: no teardown) left behind is stopped before
+    anything starts: its iptables cuts, the brokers of every system (by
+    pidfile, identity checked, on this cluster's data tree) and a sink
+    database server it had started. Paused pids are resumed first by the
+    brokers' own teardown."""
+    heal_leftovers(nodes)
+    for cls in SYSTEMS.values():
+        db = cls.leftover_db(nodes, where.data_base())
+        for node in nodes:
+            db.teardown(node)
+    stop_leftover_servers(where.running_dir())
 
 
 def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
@@ -195,6 +213,27 @@ def _raise_interrupt(signum, frame):  # SIGTERM behaves like Ctrl-C: heal, keep 
     raise KeyboardInterrupt
 
 
+@contextmanager
+def shielded(console: Console):
+    """While the run heals and stops what it started, a further Ctrl-C or
+    SIGTERM is noted, not obeyed: abandoning the teardown would leave cut
+    networks and paused brokers behind (SIGKILL still works, and the next
+    run or `cluster up` cleans up after it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum, frame) -> None:
+        console.print("[yellow]still healing and stopping what the run started; one moment[/]")
+
+    old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 class Run:
     def __init__(self, opts: RunOptions, console: Console | None = None):
         self.opts = opts
@@ -223,9 +262,8 @@ class Run:
                 node.run("true", timeout=15)  # unreachable → one error naming the node
             system = build_system(opts, nodes)
             write_test(run, self._test_doc(name, nodes, system))
-            # A killed run may have left cuts in place: heal them before the broker starts
-            # (a paused leftover broker is resumed and stopped by the db's own setup).
-            heal_leftovers(nodes)
+            self.progress.phase("nodes: stopping what a killed run left")
+            stop_leftovers(nodes, opts)
             self.progress.phase(f"{system.db.name}: setting up {len(nodes)} nodes")
             system.db.setup()
             system.prepare()
@@ -243,7 +281,9 @@ class Run:
             if opts.sink:
                 try:
                     if opts.sink in TABLE_SINKS:
-                        self.sink = make_table_sink(opts.sink, run, opts.sink_db)
+                        self.sink = make_table_sink(
+                            opts.sink, run, opts.sink_db, opts.running_dir()
+                        )
                     else:
                         self.sink = system.own_sink(opts.sink)
                 except ValueError as e:
@@ -275,8 +315,9 @@ class Run:
             self.progress.done()
             self.console.print("[yellow]interrupted: healing, tearing down, keeping the history[/]")
         finally:
-            self.progress.done()
-            self._teardown(run, history, nodes, system, schedule, interp)
+            with shielded(self.console):
+                self.progress.done()
+                self._teardown(run, history, nodes, system, schedule, interp)
             signal.signal(signal.SIGTERM, old_term)
             logging.getLogger().removeHandler(handler)
             handler.close()
@@ -368,7 +409,9 @@ class Run:
             # drain no loss can be proven, so at-least-once becomes unknown, not violated.
             self.stats["recovered"] = False
             self.stats["recovery-error"] = str(e)
-            self.console.print(f"[bold red]the cluster did not recover after healing:[/] {e}")
+            self.console.print(
+                f"[bold red]the cluster did not recover after healing:[/] {escape(str(e))}"
+            )
         if self.sink:
             if self.stats["recovered"]:
                 self.progress.phase("final phase: consumers process what is left")
@@ -389,7 +432,9 @@ class Run:
                 n = write_effects(history, self.sink.counts())
             except Exception as e:  # noqa: BLE001 - recorded; the run is judged without it
                 self.stats["sink-read-error"] = describe(e)
-                self.console.print(f"[bold red]could not read the {self.sink.name} sink:[/] {e}")
+                self.console.print(
+                    f"[bold red]could not read the {self.sink.name} sink:[/] {escape(str(e))}"
+                )
                 return
             self.progress.phase(f"read the {self.sink.name} sink: {n} messages took effect")
 

@@ -1,6 +1,7 @@
 """Packet loss (this kernel has no netem): iptables `statistic` drops a
-random share of what one node receives, SSH excepted so the control
-connection stays usable."""
+random share of what one node receives, the node's own SSH port (its
+NodeSpec's, not a fixed 22) excepted so the control connection stays
+usable."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class LossNemesis:
             self.chain.add(
                 node,
                 [
-                    "-p tcp --dport 22 -j RETURN",
+                    f"-p tcp --dport {node.spec.port} -j RETURN",  # the control connection
                     f"-m statistic --mode random --probability {self.probability} -j DROP",
                 ],
             )

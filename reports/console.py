@@ -65,6 +65,11 @@ def _examples(doc: dict[str, Any], names: tuple[str, ...], limit: int = 2) -> st
 
 def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(width=None if Console().is_terminal else 120)
+    if doc.get("claims-source") == "default":
+        console.print(
+            "[yellow]no claims given[/] (no --claims, no test.json): claiming at-least-once, "
+            "what goes in must come out"
+        )
     counts = doc.get("counts", {})
     table = Table(title="queuecheck verdict", show_lines=True)
     for col in ("property", "claimed", "held?", "counts", "first examples (id @ history index)"):
@@ -97,9 +102,9 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
         )
     exercise = describe(hist)
     if exercise:
-        console.print(f"exercised: {exercise}")
+        console.print(f"exercised: {escape(exercise)}")
     for err in doc.get("errors", []):
-        console.print(f"[red]checker error:[/] {err}")
+        console.print(f"[red]checker error:[/] {escape(str(err))}")
     verdict = VERDICT.get(doc["valid"], doc["valid"])
     if doc.get("hollow"):
         verdict += f" [yellow](hollow: {', '.join(doc['hollow'])})[/]"

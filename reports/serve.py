@@ -8,6 +8,7 @@ import json
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import quote
 
 VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
 
@@ -33,15 +34,22 @@ def runs(store: Path) -> list[dict]:
     return sorted(out, key=lambda r: r["time"], reverse=True)
 
 
-def index_page(store: Path) -> str:
-    rows = "".join(
-        f"<tr><td>{html.escape(r['name'])}</td><td>{r['time']}</td>"
-        f"<td class='{r['verdict']}'>{r['verdict']}</td><td>"
-        + (f"<a href='{r['path']}/report.html'>report</a> · " if r["report"] else "")
-        + f"<a href='{r['path']}/results.json'>results</a> · "
-        f"<a href='{r['path']}/history.jsonl'>history</a></td></tr>"
-        for r in runs(store)
+def _row(r: dict) -> str:
+    """One run's row: every name and path escaped (a test name is the user's)."""
+    e = html.escape  # quotes too: values also land in attributes
+    href = e(quote(r["path"]))
+    links = [("report.html", "report")] if r["report"] else []
+    links += [("results.json", "results"), ("history.jsonl", "history")]
+    return (
+        f"<tr><td>{e(r['name'])}</td><td>{e(r['time'])}</td>"
+        f"<td class='{e(r['verdict'])}'>{e(r['verdict'])}</td><td>"
+        + " · ".join(f"<a href='{href}/{f}'>{label}</a>" for f, label in links)
+        + "</td></tr>"
     )
+
+
+def index_page(store: Path) -> str:
+    rows = "".join(_row(r) for r in runs(store))
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>queuecheck runs</title>"
         "<style>body{font-family:system-ui;margin:2em}td,th{padding:.3em .8em;"

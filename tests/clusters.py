@@ -3,8 +3,13 @@ prefix, so modules never touch each other's or a user's default cluster)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 from harness.nodes.localcluster import LocalCluster
 from harness.nodes.remote import Remote
@@ -49,3 +54,52 @@ def wait_until(cond, timeout: float = 60) -> bool:
             return True
         time.sleep(0.5)
     return False
+
+
+def start_test_cli(state, tmp_path, cluster: dict, *args):
+    """`queuecheck test` in a child process on an own cluster, recording only;
+    its output goes to tmp_path/cli.log. Returns (the process, its store)."""
+    store = tmp_path / "store"
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "test",
+        "--state",
+        str(state),
+        "--store",
+        str(store),
+        *[f"--{k}={v}" for k, v in cluster.items()],
+        "--no-check",
+        *args,
+    ]
+    log = open(tmp_path / "cli.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd())
+    return proc, store
+
+
+def wait_for_op(store, f, timeout=120):
+    """Until the running test's history shows `f` done (its second, valued line)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        history = store / "latest" / "history.jsonl"
+        if history.exists():
+            for line in history.read_text().splitlines():
+                op = json.loads(line) if line.endswith("}") else {}
+                if op.get("f") == f and op.get("value"):
+                    return history
+        time.sleep(0.3)
+    raise AssertionError(f"{f} never happened")
+
+
+def processes_under(path) -> list[int]:
+    """Pids on this machine (every namespace) whose working directory is under `path`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cwd = os.readlink(proc / "cwd")
+        except (OSError, ValueError):
+            continue
+        if proc.name.isdigit() and (cwd == str(path) or cwd.startswith(f"{path}/")):
+            found.append(int(proc.name))
+    return found

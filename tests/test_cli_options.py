@@ -19,6 +19,11 @@ from harness.runner import RunError, RunOptions
         (["test", "--acks", "1"], "--acks: an option of --system kafka, not rabbitmq"),
         (["test", "--system", "kafka", "--queue-type", "classic"], "--queue-type: an option of"),
         (["matrix", "--rows", "rabbitmq-auto-ack,mystery"], "--rows: unknown row 'mystery'"),
+        (["cluster", "down", "--prefix", ""], "--prefix '' is not allowed"),
+        (["cluster", "status", "--prefix", "../x"], "--prefix '../x' is not allowed"),
+        (["test", "--prefix", "a b"], "--prefix 'a b' is not allowed"),
+        (["test", "--driver-memory", "lots"], "--driver-memory: 'lots' is not a JVM size"),
+        (["check", "x", "--spark-master", "bogus://x"], "--spark-master: 'bogus://x' is not"),
     ],
 )
 def test_bad_input_is_one_error_naming_it_and_exit_2(argv, message, capsys, tmp_path):

@@ -40,6 +40,11 @@ def test_json_and_toml_cluster_files_load(tmp_path):
             {"nodes": [{"name": "a", "host": "h"}, {"name": "a", "host": "i"}]},
             "nodes[1]: node name 'a' appears twice",
         ),
+        ({"nodes": [{"name": "../etc", "host": "h"}]}, "nodes[0]: field 'name': name '../etc'"),
+        ({"nodes": [{"name": "a b", "host": "h"}]}, "nodes[0]: field 'name'"),
+        ({"nodes": [{"name": "a", "host": "h; rm -rf /"}]}, "nodes[0]: field 'host'"),
+        ({"nodes": [{"name": "a", "host": "-oProxyCommand=x"}]}, "nodes[0]: field 'host'"),
+        ({"nodes": [{"name": "a", "host": "h", "user": "$(id)"}]}, "nodes[0]: field 'user'"),
         (
             {"nodes": [{"name": "a", "host": "h", "key": "/nonexistent/id"}]},
             "key file '/nonexistent/id' does not exist",

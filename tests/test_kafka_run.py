@@ -168,3 +168,41 @@ def test_consume_transform_produce_in_transactions_takes_effect_exactly_once(sta
     assert doc["properties"]["read-committed"]["exercised"] is True
     assert doc["valid"] is True
     print(f"\nkafka-txn sink: {counts}; {doc['history']}")
+
+
+def test_kill_9_of_a_kafka_run_then_cluster_up_leaves_no_broker_and_a_checkable_prefix(
+    state, tmp_path
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.clusters import processes_under, start_test_cli, wait_for_op
+
+    data = "/var/lib/queuecheck/qcz"  # this cluster's data tree (NodeOptions.data_base)
+    proc, store = start_test_cli(
+        state,
+        tmp_path,
+        CLUSTER,
+        *("--system", "kafka", "--kafka-heap", "384m", "--time-limit", "120"),
+        *("--nemesis", "pause", "--nemesis-interval", "2"),
+    )
+    try:
+        history = wait_for_op(store, "start-pause", timeout=240)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert processes_under(data), "the brokers outlived the harness"
+    assert [op for op in read_history(history) if op["f"] == "send" and op["type"] == "ok"]
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "cluster", "up", "--state", str(state)]
+        + [f"--{k}={v}" for k, v in CLUSTER.items()],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr
+    assert processes_under(data) == []  # the paused one too: resumed, then killed

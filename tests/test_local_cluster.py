@@ -70,6 +70,16 @@ def test_remote_runs_with_deadline_and_names_the_node(cluster, tmp_path):
     assert (tmp_path / "back.txt").read_text() == "payload\n"
 
 
+def test_a_secret_is_written_with_its_mode_from_the_start(cluster):
+    node = Remote(cluster.specs()[0])
+    node.run("rm -rf /tmp/qc-secret && mkdir /tmp/qc-secret")
+    node.write("/tmp/qc-secret/cookie", "s3cret", mode=0o400)
+    node.write("/tmp/qc-secret/cookie", "s3cret-2", mode=0o400)  # replaced, not rewritten
+    out = node.run("stat -c '%a %s' /tmp/qc-secret/cookie; ls -A /tmp/qc-secret").out.split()
+    assert out == ["400", "8", "cookie"]  # no private staging directory left behind
+    assert node.run("cat /tmp/qc-secret/cookie").out == "s3cret-2"
+
+
 def test_remote_reconnects_after_the_connection_drops(cluster):
     node = Remote(cluster.specs()[1])
     node.run("true")
@@ -81,6 +91,71 @@ def test_unreachable_node_is_one_clear_error(cluster):
     ghost = Remote(NodeSpec("n9", "10.77.9.99", 22, "root", str(cluster.key)), connect_timeout=2)
     with pytest.raises(RemoteError, match=r"^n9: cannot reach root@10.77.9.99:22 over SSH"):
         ghost.run("true")
+
+
+def test_a_stale_pidfile_naming_another_process_is_never_signalled(cluster):
+    import subprocess
+
+    cluster.up()
+    pidfile = cluster.node_dir("n3") / "sshd.pid"
+    sshd = pid_alive(pidfile)
+    other = subprocess.Popen(["sleep", "60"])  # a process that got a recycled pid
+    try:
+        os.kill(sshd, 9)
+        deadline = time.monotonic() + 5
+        while pid_alive(pidfile) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pidfile.write_text(f"{other.pid}\n")
+        assert cluster.status()["n3"] == "sshd down"  # not our sshd: no pid at all
+        cluster.up()  # rebuilds n3, signals nothing it did not start
+        assert other.poll() is None
+        assert cluster.status()["n3"] == "up 10.77.9.13"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_namespaces_it_did_not_make_are_left_alone(cluster):
+    import subprocess
+
+    cluster.up()
+    foreign = ["qct-n7", "qct-n1"]  # same prefix: another tool's, and one clashing with a node
+    cluster.down()
+    for ns in foreign:
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        assert cluster.down() == []  # nothing of ours left; theirs untouched
+        assert all(Path(f"/run/netns/{ns}").exists() for ns in foreign)
+        with pytest.raises(Exception, match="qct-n1 exists but this cluster .* did not make it"):
+            cluster.up()
+        assert all(Path(f"/run/netns/{ns}").exists() for ns in foreign)
+    finally:
+        for ns in foreign:
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+        cluster.down()
+
+
+def test_a_changed_host_key_is_refused_naming_the_node(cluster):
+    """Trusted on first contact and kept in the tool's own known_hosts; a node
+    whose key changes afterwards (rebuilt, or someone else answering) is an
+    error naming it, until its line is removed."""
+    cluster.up()
+    spec = cluster.specs()[1]
+    Remote(spec).run("true")  # first contact: pinned
+    known = Path(spec.known_hosts)
+    assert spec.host in known.read_text()
+    cluster.down()
+    for f in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):  # n2 comes back anew
+        (cluster.node_dir("n2") / f).unlink()
+    cluster.up()
+    try:
+        with pytest.raises(RemoteError, match=r"^n2: the SSH host key of 10.77.9.12:22 is not"):
+            Remote(spec).run("true")
+        Remote(cluster.specs()[0]).run("true")  # the others are still who they were
+    finally:
+        lines = [ln for ln in known.read_text().splitlines() if spec.host not in ln]
+        known.write_text("".join(f"{ln}\n" for ln in lines))
+    Remote(spec).run("true")  # forgotten, then trusted again
 
 
 def test_down_removes_everything(cluster):

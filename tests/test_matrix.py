@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.matrix import ROWS
-from tests.clusters import own_cluster
+from tests.clusters import own_cluster, processes_under
 
 pytestmark = pytest.mark.integration
 
@@ -74,3 +74,42 @@ def test_matrix_prints_the_exactly_once_story_from_real_runs(tmp_path_factory, t
         eoe = prop(row, "exactly-once-effect")
         assert eoe == {"valid": True, "claimed": True, "exercised": True}, row
         assert res[row]["counts"]["duplicated"] > 0 and res[row]["valid"] is True
+
+
+def test_ctrl_c_stops_the_matrix_after_healing_keeps_what_ran_and_exits_2(
+    tmp_path_factory, tmp_path
+):
+    import signal
+    import time
+
+    store = tmp_path / "store"
+    with own_cluster(
+        tmp_path_factory, subnet="10.77.11.0/24", bridge="qcmbr11", prefix="qcn-"
+    ) as cluster:
+        cmd = [
+            *(sys.executable, "-m", "harness.cli", "matrix"),
+            *("--subnet", "10.77.11.0/24", "--bridge", "qcmbr11", "--prefix", "qcn-"),
+            *("--state", str(cluster.state.parent), "--store", str(store)),
+            *("--rows", "rabbitmq-auto-ack,rabbitmq-manual-naive", "--time-limit", "60"),
+        ]
+        log = open(tmp_path / "matrix.log", "w")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 240
+            history = store / "matrix-rabbitmq-auto-ack" / "latest" / "history.jsonl"
+            while not (history.exists() and history.stat().st_size > 2000):
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(120) == 2
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        cluster_procs = processes_under("/var/lib/queuecheck/qcn")
+    out = (tmp_path / "matrix.log").read_text()
+    assert "Traceback" not in out and "interrupted" in out
+    assert not (store / "matrix-rabbitmq-manual-naive").exists()  # no next row
+    (matrix_file,) = (store / "matrix").glob("*/matrix.json")
+    rows = json.loads(matrix_file.read_text())["rows"]
+    assert [(r["row"], r["error"]) for r in rows] == [("rabbitmq-auto-ack", "interrupted")]
+    assert cluster_procs == []  # the interrupted run stopped its brokers

@@ -62,6 +62,25 @@ def test_pause_and_resume_by_pid(rabbit):
     assert rabbit.pid(n2) == pid
 
 
+def test_a_pidfile_naming_another_process_is_never_signalled(rabbit):
+    """A stale pidfile whose pid now belongs to something else (here a
+    `sleep` on the same node, even in the broker's own directory) names no
+    broker: kill, pause and resume leave that process alone."""
+    n1 = rabbit.nodes[0]
+    real = rabbit.pid(n1)
+    pidfile = rabbit.pidfile(n1)
+    d = rabbit.dir(n1)
+    other = int(n1.run(f"cd {d} && (setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $!)").out)
+    try:
+        n1.run(f"cp {pidfile} {pidfile}.real && echo {other} > {pidfile}")
+        assert rabbit.pid(n1) is None
+        assert rabbit.kill(n1) is False and rabbit.pause(n1) is False
+        assert n1.run(f"ps -o stat= -p {other}").out.strip().startswith("S")  # untouched
+    finally:
+        n1.run(f"mv {pidfile}.real {pidfile}; kill {other}", check=False)
+    assert rabbit.pid(n1) == real
+
+
 def test_unknown_partition_handling_is_refused_by_name():
     with pytest.raises(ValueError, match="--partition-handling: 'sometimes'"):
         RabbitMQOptions(partition_handling="sometimes")

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,7 @@ from harness.history import read_history
 from harness.nodes.localcluster import LocalCluster
 from harness.nodes.remote import Remote
 from harness.runner import Run, RunOptions
-from tests.clusters import own_cluster
+from tests.clusters import own_cluster, processes_under, start_test_cli, wait_for_op
 
 pytestmark = pytest.mark.integration
 
@@ -113,42 +112,7 @@ def test_auto_ack_consumers_crashing_with_messages_in_hand_lose_them_and_it_is_r
 
 
 def start_cli(state, tmp_path, *args):
-    store = tmp_path / "store"
-    cmd = [
-        sys.executable,
-        "-m",
-        "harness.cli",
-        "test",
-        "--state",
-        str(state),
-        "--store",
-        str(store),
-        "--subnet",
-        CLUSTER["subnet"],
-        "--bridge",
-        CLUSTER["bridge"],
-        "--prefix",
-        CLUSTER["prefix"],
-        "--no-check",
-        *args,
-    ]
-    log = open(tmp_path / "cli.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path.cwd())
-    return proc, store
-
-
-def wait_for_op(store, f, timeout=120):
-    """Until the running test's history shows `f` done (its second, valued line)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        history = store / "latest" / "history.jsonl"
-        if history.exists():
-            for line in history.read_text().splitlines():
-                op = json.loads(line) if line.endswith("}") else {}
-                if op.get("f") == f and op.get("value"):
-                    return history
-        time.sleep(0.3)
-    raise AssertionError(f"{f} never happened")
+    return start_test_cli(state, tmp_path, CLUSTER, *args)
 
 
 def cut_rules(nodes):
@@ -162,7 +126,7 @@ def nodes_of(state):
     return [Remote(s) for s in LocalCluster(nodes=3, state=state / "cluster", **CLUSTER).specs()]
 
 
-def test_ctrl_c_heals_tears_down_and_keeps_the_history(state, tmp_path):
+def test_ctrl_c_twice_still_heals_tears_down_and_keeps_the_history(state, tmp_path):
     proc, store = start_cli(
         state, tmp_path, "--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "1"
     )
@@ -170,12 +134,18 @@ def test_ctrl_c_heals_tears_down_and_keeps_the_history(state, tmp_path):
         history = wait_for_op(store, "start-partition")
         assert cut_rules(nodes_of(state)) > 0
         proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while "interrupted: healing" not in (tmp_path / "cli.log").read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)  # an impatient second Ctrl-C while it heals
         assert proc.wait(90) == 2
     finally:
         if proc.poll() is None:
             proc.kill()
     out = (tmp_path / "cli.log").read_text()
-    assert "history kept in" in out
+    assert "history kept in" in out and "still healing" in out
+    assert "Traceback" not in out
     assert list(read_history(history))  # a complete, checkable history
     nodes = nodes_of(state)
     assert cut_rules(nodes) == 0
@@ -187,9 +157,14 @@ def test_ctrl_c_heals_tears_down_and_keeps_the_history(state, tmp_path):
         assert r.exit != 0
 
 
-def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_heals_it(state, tmp_path):
+def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_stops_all_it_left(state, tmp_path):
+    """With the PostgreSQL sink: brokers, the sink's server and the cuts all
+    outlive a kill -9 of the harness; `cluster up` stops every one."""
     proc, store = start_cli(
-        state, tmp_path, "--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "1"
+        state,
+        tmp_path,
+        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "1"),
+        *("--sink", "dedupe", "--sink-db", "postgres"),
     )
     try:
         history = wait_for_op(store, "start-partition")
@@ -201,6 +176,8 @@ def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_heals_it(state, tmp_pat
             proc.kill()
     nodes = nodes_of(state)
     assert cut_rules(nodes) > 0  # the partition outlived the harness
+    assert processes_under(PIDS), "the brokers outlived the harness"
+    assert processes_under(history.resolve().parent / "postgres"), "so did the sink's server"
     r = subprocess.run(
         [sys.executable, "-m", "harness.cli", "check", str(history.parent)],
         capture_output=True,
@@ -226,6 +203,8 @@ def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_heals_it(state, tmp_pat
     )
     assert r.returncode == 0, r.stderr
     assert cut_rules(nodes) == 0
+    assert processes_under(PIDS) == []
+    assert processes_under(history.resolve().parent / "postgres") == []
 
 
 def test_the_report_renders_in_a_real_browser_with_verdict_and_plots(quorum_run, tmp_path):

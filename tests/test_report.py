@@ -110,3 +110,18 @@ def test_serve_lists_runs_with_their_verdict_on_localhost(run_dir):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_serve_escapes_every_name_and_path_it_puts_in_the_page(tmp_path):
+    from reports.serve import index_page
+
+    name = "<script>alert(1)<script>' onmouseover='x"  # a test name is the user's to choose
+    run = tmp_path / name / "2026'01<b>"
+    run.mkdir(parents=True)
+    (run / "test.json").write_text("{}")
+    (run / "report.html").write_text("r")
+    page = index_page(tmp_path)
+    assert "<script>" not in page and "<b>" not in page
+    assert "' onmouseover" not in page  # no attribute breaks out of its quotes
+    assert "&lt;script&gt;" in page
+    assert "%3Cscript%3E" in page  # the link still points at the run, URL-quoted

@@ -9,6 +9,7 @@ never slept for, and teardown survives its own failures.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Protocol
 
@@ -49,10 +50,34 @@ class DB(Protocol):
 
 
 class PidfileProcess:
-    """Signals by the pid `pid(node)` reads from the node's pidfile, never by name."""
+    """Signals by the pid `pid(node)` reads from the node's pidfile, never by
+    name, and only while that pid is still the process we started: it runs
+    in the node's own directory (`dir`, its cwd) with `identity(node)` on its
+    command line. A stale pidfile whose pid was reused by anything else
+    names nothing."""
+
+    def dir(self, node: Remote) -> str:
+        raise NotImplementedError
+
+    def pidfile(self, node: Remote) -> str:
+        raise NotImplementedError
+
+    def identity(self, node: Remote) -> str:
+        """A string only our broker's command line holds (its config path)."""
+        raise NotImplementedError
 
     def pid(self, node: Remote) -> int | None:
-        raise NotImplementedError
+        q = shlex.quote
+        d = q(self.dir(node))
+        r = node.run(
+            f'p=$(head -c 32 {q(self.pidfile(node))} 2>/dev/null | tr -dc 0-9) && [ -n "$p" ] '
+            f'&& kill -0 $p 2>/dev/null && [ "$(readlink /proc/$p/cwd)" = "$(readlink -f {d})" ] '
+            f"&& tr '\\0' ' ' < /proc/$p/cmdline | grep -qF -- {q(self.identity(node))} "
+            "&& echo $p",
+            check=False,
+            timeout=10,
+        )
+        return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
 
     def signal(self, node: Remote, sig: str) -> bool:
         pid = self.pid(node)

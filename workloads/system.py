@@ -107,6 +107,13 @@ class System:
         return out
 
     @classmethod
+    def leftover_db(cls, nodes: list[Remote], data_base: str) -> DB:
+        """The broker lifecycle on `data_base`, with default options: enough to
+        find (by pidfile, identity checked) and stop what a killed run of
+        this system left on the nodes, and remove its data."""
+        raise NotImplementedError
+
+    @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
         """The test's name in the store when none is given."""
         return cls.name

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.options import option
+from harness.options import DEFAULT_STATE, OptionError, option
 
-from .localcluster import DEFAULT_STATE, LocalCluster
+from .localcluster import LocalCluster
+from .names import bad_name
 from .remote import NodeSpec
 
 
@@ -24,6 +25,17 @@ class NodeOptions:
     bridge: str = option("qcbr0", "local cluster: host bridge name")
     prefix: str = option("qc-", "local cluster: namespace name prefix")
     state: str = option(str(DEFAULT_STATE), "state directory (keys, pidfiles, jars)")
+
+    def __post_init__(self) -> None:
+        # the prefix names this cluster's data tree on the nodes (data_base)
+        why = bad_name("--prefix", self.prefix)
+        if why:
+            raise OptionError(why)
+        if self.nodes < 1:
+            raise OptionError(f"--nodes: {self.nodes} is below 1")
+        parent = getattr(super(), "__post_init__", None)
+        if parent:
+            parent()
 
     def local_cluster(self) -> LocalCluster:
         return LocalCluster(
@@ -39,8 +51,14 @@ class NodeOptions:
         if self.cluster_file:
             from .clusterfile import load_cluster_file
 
-            return load_cluster_file(self.cluster_file)
+            known = str(Path(self.state).resolve() / "known_hosts")
+            return load_cluster_file(self.cluster_file, known_hosts=known)
         return self.local_cluster().up()
+
+    def running_dir(self) -> Path:
+        """Where servers the tool starts on this machine (a sink database) are
+        listed while they run, so one a killed run left is found."""
+        return Path(self.state).resolve() / "running"
 
     def data_base(self) -> str:
         """Where brokers keep their data on the nodes. Local clusters share the

@@ -8,6 +8,7 @@ import json
 import tomllib
 from pathlib import Path
 
+from .names import bad_name
 from .remote import NodeSpec
 
 
@@ -15,7 +16,7 @@ class ClusterFileError(ValueError):
     """A cluster file that cannot be used; names the file, node and field."""
 
 
-def load_cluster_file(path: str | Path) -> list[NodeSpec]:
+def load_cluster_file(path: str | Path, known_hosts: str | None = None) -> list[NodeSpec]:
     """JSON or TOML: {"nodes": [{"name", "host", "port"?, "user"?, "key"?}, ...]}."""
     p = Path(path)
     try:
@@ -37,9 +38,14 @@ def load_cluster_file(path: str | Path) -> list[NodeSpec]:
         unknown = set(row) - {"name", "host", "port", "user", "key"}
         if unknown:
             raise ClusterFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
-        for k in ("name", "host"):
+        for k in ("name", "host", "user"):
+            if k == "user" and k not in row:
+                continue
             if not isinstance(row.get(k), str) or not row[k]:
                 raise ClusterFileError(f"{where}: field {k!r} must be a non-empty string")
+            why = bad_name(k, row[k])
+            if why:
+                raise ClusterFileError(f"{where}: field {k!r}: {why}")
         if row["name"] in seen:
             raise ClusterFileError(f"{where}: node name {row['name']!r} appears twice")
         seen.add(row["name"])
@@ -56,6 +62,7 @@ def load_cluster_file(path: str | Path) -> list[NodeSpec]:
                 port=port,
                 user=row.get("user", "root"),
                 key=str(Path(key).expanduser()) if key else None,
+                known_hosts=known_hosts,
             )
         )
     return specs

@@ -19,9 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .names import bad_name
 from .remote import NodeSpec
 
-DEFAULT_STATE = Path(os.environ.get("QUEUECHECK_STATE", ".state"))
+# What this tool made on the host, each marked with the state directory of
+# the cluster that made it: clean-up touches only what carries its mark.
+OWNER_MARKS = Path("/run/queuecheck")
 
 
 class ClusterError(RuntimeError):
@@ -38,14 +41,19 @@ def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.Comple
     return p
 
 
-def pid_alive(pidfile: Path) -> int | None:
-    """The pid in `pidfile` if that process runs (a zombie does not)."""
+def pid_alive(pidfile: Path, identity: str | None = None) -> int | None:
+    """The pid in `pidfile` if that process runs (a zombie does not) and,
+    given `identity`, its command line holds it: a stale pidfile whose pid
+    now belongs to another process names nothing."""
     try:
         pid = int(pidfile.read_text().split()[0])
         stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except (OSError, ValueError, IndexError):
         return None
-    return None if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X") else pid
+    if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+        return None
+    return pid if identity is None or identity in cmdline else None
 
 
 def wait_for_port(host: str, port: int, what: str, timeout: float = 20) -> None:
@@ -74,7 +82,14 @@ class LocalCluster:
     state: Path
 
     def __post_init__(self) -> None:
-        net = ipaddress.ip_network(self.subnet)
+        for kind, value in (("--prefix", self.prefix), ("--bridge", self.bridge)):
+            why = bad_name(kind, value)
+            if why:
+                raise ClusterError(why)
+        try:
+            net = ipaddress.ip_network(self.subnet)
+        except ValueError as e:
+            raise ClusterError(f"--subnet {self.subnet!r}: {e}") from None
         if net.num_addresses < self.nodes + 12:
             raise ClusterError(f"--subnet {self.subnet} is too small for {self.nodes} nodes")
         self._net = net
@@ -102,7 +117,10 @@ class LocalCluster:
         return self.state / "id_ed25519"
 
     def specs(self) -> list[NodeSpec]:
-        return [NodeSpec(n, self.address(n), 22, "root", str(self.key)) for n in self.names()]
+        known = str(self.state / "known_hosts")
+        return [
+            NodeSpec(n, self.address(n), 22, "root", str(self.key), known) for n in self.names()
+        ]
 
     # -- lifecycle --------------------------------------------------------
     def up(self) -> list[NodeSpec]:
@@ -110,6 +128,11 @@ class LocalCluster:
         self._client_key()
         self._bridge()
         for node in self.names():
+            if self._ns_exists(node) and not self._owned("netns", self.ns(node)):
+                raise ClusterError(
+                    f"{node}: network namespace {self.ns(node)} exists but this cluster "
+                    f"(state {self.state}) did not make it; remove it or pick another --prefix"
+                )
             if not self._node_healthy(node):
                 self._remove_node(node)
                 self._make_node(node)
@@ -127,10 +150,12 @@ class LocalCluster:
                 self._remove_node(node)
             except ClusterError as e:
                 problems.append(f"{node}: {e}")
-        if Path(f"/sys/class/net/{self.bridge}").exists():
+        if Path(f"/sys/class/net/{self.bridge}").exists() and self._owned("bridge", self.bridge):
             p = sh("ip", "link", "del", self.bridge, check=False)
             if p.returncode:
                 problems.append(f"bridge {self.bridge}: {p.stderr.strip()}")
+            else:
+                self._unmark("bridge", self.bridge)
         return problems
 
     def status(self) -> dict[str, str]:
@@ -138,7 +163,7 @@ class LocalCluster:
         for node in self.names():
             if not self._ns_exists(node):
                 out[node] = "absent"
-            elif not pid_alive(self.node_dir(node) / "sshd.pid"):
+            elif not self._sshd_pid(node):
                 out[node] = "sshd down"
             else:
                 out[node] = f"up {self.address(node)}"
@@ -161,18 +186,45 @@ class LocalCluster:
             )
         (self.state / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
 
+    # -- what this cluster made -------------------------------------------
+    def _mark(self, kind: str, name: str) -> None:
+        (OWNER_MARKS / kind).mkdir(parents=True, exist_ok=True)
+        (OWNER_MARKS / kind / name).write_text(str(self.state))
+
+    def _owned(self, kind: str, name: str) -> bool:
+        try:
+            return (OWNER_MARKS / kind / name).read_text() == str(self.state)
+        except OSError:
+            return False
+
+    def _unmark(self, kind: str, name: str) -> None:
+        (OWNER_MARKS / kind / name).unlink(missing_ok=True)
+
     def _bridge(self) -> None:
         if not Path(f"/sys/class/net/{self.bridge}").exists():
             sh("ip", "link", "add", self.bridge, "type", "bridge")
+            self._mark("bridge", self.bridge)
+        elif not self._owned("bridge", self.bridge):
+            raise ClusterError(
+                f"bridge {self.bridge} exists but this cluster (state {self.state}) did not "
+                "make it; pick another --bridge"
+            )
         cidr = f"{self.gateway}/{self._net.prefixlen}"
         if cidr not in sh("ip", "-o", "addr", "show", "dev", self.bridge).stdout:
             sh("ip", "addr", "add", cidr, "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
 
+    def _sshd_pid(self, node: str) -> int | None:
+        """The node's sshd: the pid in its pidfile, if it runs our config."""
+        d = self.node_dir(node)
+        return pid_alive(d / "sshd.pid", identity=f"-f {d / 'sshd_config'}")
+
     def _ns_exists(self, node: str) -> bool:
         return Path(f"/run/netns/{self.ns(node)}").exists()
 
     def _existing_nodes(self) -> list[str]:
+        """This cluster's nodes that exist: namespaces carrying its mark (never
+        another tool's or cluster's namespace that happens to share the prefix)."""
         found = set(self.names())
         run = Path("/run/netns")
         if run.is_dir():
@@ -180,11 +232,14 @@ class LocalCluster:
                 p.name[len(self.prefix) :] for p in run.iterdir() if p.name.startswith(self.prefix)
             }
         return sorted(
-            n for n in found if self._ns_exists(n) or (self.node_dir(n) / "sshd.pid").exists()
+            n
+            for n in found
+            if (self._ns_exists(n) and self._owned("netns", self.ns(n)))
+            or (not self._ns_exists(n) and (self.node_dir(n) / "sshd.pid").exists())
         )
 
     def _node_healthy(self, node: str) -> bool:
-        if not self._ns_exists(node) or not pid_alive(self.node_dir(node) / "sshd.pid"):
+        if not self._ns_exists(node) or not self._sshd_pid(node):
             return False
         try:
             wait_for_port(self.address(node), 22, node, timeout=2)
@@ -201,6 +256,7 @@ class LocalCluster:
         host_if, node_if = f"{ns}-h", f"{ns}-c"
         d.mkdir(parents=True, exist_ok=True)
         sh("ip", "netns", "add", ns)
+        self._mark("netns", ns)
         sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if)
         sh("ip", "link", "set", host_if, "master", self.bridge, "up")
         sh("ip", "link", "set", node_if, "netns", ns)
@@ -272,7 +328,9 @@ class LocalCluster:
 
     def _remove_node(self, node: str) -> None:
         ns, d = self.ns(node), self.node_dir(node)
-        pid = pid_alive(d / "sshd.pid")
+        if self._ns_exists(node) and not self._owned("netns", ns):
+            raise ClusterError(f"network namespace {ns} is not this cluster's: left alone")
+        pid = self._sshd_pid(node)
         if pid:
             os.kill(pid, signal.SIGTERM)
         (d / "sshd.pid").unlink(missing_ok=True)
@@ -285,6 +343,7 @@ class LocalCluster:
                 except (OSError, ValueError):
                     pass
             sh("ip", "netns", "del", ns)
+        self._unmark("netns", ns)
         if Path(f"/sys/class/net/{ns}-h").exists():
             sh("ip", "link", "del", f"{ns}-h", check=False)
         shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)

@@ -7,6 +7,7 @@ before the call gives up, and every failure names the node.
 
 from __future__ import annotations
 
+import secrets
 import shlex
 import threading
 import time
@@ -37,13 +38,45 @@ class Result:
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """How to reach one node: the cluster file's row."""
+    """How to reach one node: the cluster file's row, and the tool's own
+    known_hosts file its host key is kept in (None: trust every key)."""
 
     name: str
     host: str
     port: int = 22
     user: str = "root"
     key: str | None = None
+    known_hosts: str | None = None
+
+
+_KNOWN_HOSTS_LOCK = threading.Lock()  # one writer of the tool's known_hosts at a time
+
+
+class HostKeyChanged(RuntimeError):
+    pass
+
+
+class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
+    """A host key seen for the first time is trusted and kept in the tool's
+    own known_hosts (never the user's ~/.ssh); from then on a different key
+    for that host is refused (paramiko checks the loaded keys itself)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def missing_host_key(self, client, hostname, key) -> None:
+        with _KNOWN_HOSTS_LOCK:
+            keys = paramiko.HostKeys()
+            if self.path.exists():
+                keys.load(str(self.path))
+            known = (keys.lookup(hostname) or {}).get(key.get_name())
+            if known is not None and known != key:  # another connection pinned it meanwhile
+                raise HostKeyChanged(hostname)
+            keys.add(hostname, key.get_name(), key)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{threading.get_ident()}")
+            keys.save(str(tmp))
+            tmp.replace(self.path)
 
 
 class Remote:
@@ -58,8 +91,15 @@ class Remote:
     # -- connection -------------------------------------------------------
     def _connect(self) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
-        # Nodes are the ones the user listed (or we made): accept their keys.
-        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        where = f"{self.spec.host}:{self.spec.port}"
+        if self.spec.known_hosts:
+            known = Path(self.spec.known_hosts)
+            with _KNOWN_HOSTS_LOCK:
+                if known.exists():
+                    client.get_host_keys().load(str(known))
+            client.set_missing_host_key_policy(TrustOnFirstUse(known))
+        else:
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         try:
             client.connect(
                 self.spec.host,
@@ -72,9 +112,17 @@ class Remote:
                 allow_agent=False,
                 look_for_keys=self.spec.key is None,
             )
-        except (OSError, paramiko.SSHException) as e:
+        except (paramiko.BadHostKeyException, HostKeyChanged):
+            client.close()
             raise RemoteError(
-                f"{self.name}: cannot reach {self.spec.user}@{self.spec.host}:{self.spec.port} "
+                f"{self.name}: the SSH host key of {where} is not the one first seen there "
+                f"(kept in {self.spec.known_hosts}); if the machine was rebuilt, delete its "
+                "line from that file"
+            ) from None
+        except (OSError, paramiko.SSHException) as e:
+            client.close()
+            raise RemoteError(
+                f"{self.name}: cannot reach {self.spec.user}@{where} "
                 f"over SSH ({type(e).__name__}: {e})"
             ) from None
         transport = client.get_transport()
@@ -167,11 +215,27 @@ class Remote:
             raise RemoteError(f"{self.name}: cannot put {local} to {remote}: {e}") from None
 
     def write(self, remote: str, text: str, mode: int = 0o644) -> None:
+        """Writes `text` to `remote` with `mode`: a secret (0400) is never
+        readable by anyone else, not even for a moment. It is written inside
+        a fresh 0700 directory beside `remote` (nobody else can open a file
+        in it, whatever the file's mode on creation), given its mode there,
+        then renamed into place."""
+        parent, _, name = remote.rpartition("/")
+        private = f"{parent}/.qc-{secrets.token_hex(6)}"
         try:
             with self.client().open_sftp() as sftp:
-                with sftp.open(remote, "w") as fh:
-                    fh.write(text)
-                sftp.chmod(remote, mode)
+                sftp.mkdir(private, mode=0o700)
+                try:
+                    with sftp.open(f"{private}/{name}", "wx") as fh:
+                        fh.write(text)
+                    sftp.chmod(f"{private}/{name}", mode)
+                    sftp.posix_rename(f"{private}/{name}", remote)
+                finally:
+                    try:
+                        sftp.remove(f"{private}/{name}")
+                    except OSError:
+                        pass  # renamed away, as it should be
+                    sftp.rmdir(private)
         except (OSError, paramiko.SSHException) as e:
             raise RemoteError(f"{self.name}: cannot write {remote}: {e}") from None
 

@@ -21,9 +21,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.nodes.localcluster import DEFAULT_STATE
 from harness.nodes.remote import Remote, RemoteError
-from harness.options import option
+from harness.options import DEFAULT_STATE, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
 from .admin import Admin
@@ -224,15 +223,8 @@ class Kafka(PidfileProcess):
             timeout=20,
         )
 
-    def pid(self, node: Remote) -> int | None:
-        # the pid must still be our broker: a reused pid is not
-        r = node.run(
-            f"p=$(cat {self.pidfile(node)} 2>/dev/null) && kill -0 $p 2>/dev/null "
-            f"&& grep -q kafka.Kafka /proc/$p/cmdline && echo $p",
-            check=False,
-            timeout=10,
-        )
-        return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
+    def identity(self, node: Remote) -> str:
+        return f"kafka.Kafka {self.dir(node)}/etc/server.properties"
 
     def _started_lines(self, node: Remote) -> int:
         r = node.run(

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.nodes.localcluster import DEFAULT_STATE
+from harness.options import DEFAULT_STATE
 
 from ..db import DBError
 

@@ -81,6 +81,12 @@ class KafkaSystem(System):
         self._history = None  # the writer, once the run opened it
 
     @classmethod
+    def leftover_db(cls, nodes: list[Remote], data_base: str) -> Kafka:
+        return Kafka(
+            nodes, KafkaOptions(base=data_base, replication_factor=1, min_insync_replicas=1)
+        )
+
+    @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
         """kafka-acks-all, kafka-acks-all-txn ..."""
         txn = ["txn"] if options.get("txn") else []

@@ -154,13 +154,9 @@ class RabbitMQ(PidfileProcess):
             timeout=20,
         )
 
-    def pid(self, node: Remote) -> int | None:
-        r = node.run(
-            f"p=$(cat {self.pidfile(node)} 2>/dev/null) && kill -0 $p 2>/dev/null && echo $p",
-            check=False,
-            timeout=10,
-        )
-        return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
+    def identity(self, node: Remote) -> str:
+        # the Erlang VM's command line names the HOME it was given (env)
+        return f"-home {self.dir(node)}/home"
 
     def await_node(self, node: Remote) -> None:
         """Until the node has booted. `await_startup` fails at once while the VM

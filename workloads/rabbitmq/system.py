@@ -63,6 +63,10 @@ class RabbitMQSystem(System):
         self.queue = self.options.queue
 
     @classmethod
+    def leftover_db(cls, nodes: list[Remote], data_base: str) -> RabbitMQ:
+        return RabbitMQ(nodes, RabbitMQOptions(base=data_base))
+
+    @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
         """rabbitmq, rabbitmq-quorum, rabbitmq-mirrored ..."""
         flavour = options.get("queue_type")

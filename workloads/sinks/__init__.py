@@ -34,8 +34,11 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def make_table_sink(kind: str, run_dir: Path, database: str = DATABASES[0]) -> Sink:
-    """A table sink (naive or dedupe) keeping its effects in `database`."""
+def make_table_sink(
+    kind: str, run_dir: Path, database: str = DATABASES[0], running: Path | None = None
+) -> Sink:
+    """A table sink (naive or dedupe) keeping its effects in `database`; a
+    server it starts is listed in `running` (see open_table)."""
     if kind not in TABLE_SINKS:
         raise ValueError(f"--sink: {kind!r} is not one of {', '.join(TABLE_SINKS)}")
-    return TableSink(kind, open_table(database, run_dir, unique=TABLE_SINKS[kind]))
+    return TableSink(kind, open_table(database, run_dir, TABLE_SINKS[kind], running))

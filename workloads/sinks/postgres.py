@@ -27,6 +27,7 @@ one process); every insert is one transaction.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import re
@@ -181,7 +182,10 @@ class PostgresEffects:
     """`unique`: id is the primary key, a repeated insert is ignored (dedupe);
     otherwise every insert appends a row (naive)."""
 
-    def __init__(self, directory: Path, unique: bool):
+    def __init__(self, directory: Path, unique: bool, running: Path | None = None):
+        """`running`: a directory where the server is listed while it runs."""
+        self.running = Path(running) if running else None
+        self._listed: Path | None = None
         self.directory = Path(directory).absolute()
         self.data_dir = self.directory / "data"
         self.log_path = self.directory / "postgres.log"
@@ -222,6 +226,7 @@ class PostgresEffects:
             self.close()
             raise
         atexit.register(self.close)  # a run that forgets close() leaves no server behind
+        self._list()
 
     # -- set-up -----------------------------------------------------------
     def _owner_kwargs(self) -> dict:
@@ -418,6 +423,20 @@ class PostgresEffects:
     def server_pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    def _list(self) -> None:
+        """Lists the server under `running`: its data directory and who runs
+        it (this process and its start time, so a reused pid is no owner)."""
+        if self.running is None or self.proc is None:
+            return
+        self.running.mkdir(parents=True, exist_ok=True)
+        entry = self.running / f"postgres-{self.proc.pid}.json"
+        me = os.getpid()
+        doc = {"data": str(self.data_dir), "owner": me, "owner_start": _start_time(me)}
+        tmp = entry.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(entry)
+        self._listed = entry
+
     def _reap(self) -> None:
         """Our server, if it is still there, stopped and waited for."""
         if self.proc is not None and self.proc.poll() is None:
@@ -464,3 +483,38 @@ class PostgresEffects:
                 log.exception("postgres sink: stopping server pid %d", self.proc.pid)
         if self._tmp_socket_dir is not None:
             shutil.rmtree(self._tmp_socket_dir, ignore_errors=True)
+        if self._listed is not None:
+            self._listed.unlink(missing_ok=True)
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stop_leftovers(running: Path) -> list[int]:
+    """Stops every server listed under `running` whose owner is gone (a run
+    killed with SIGKILL cannot stop its own): by the pid in its data
+    directory's postmaster.pid, only while that pid is a postmaster of that
+    directory. Returns the pids stopped."""
+    stopped = []
+    for entry in sorted(Path(running).glob("postgres-*.json")) if running else []:
+        try:
+            doc = json.loads(entry.read_text())
+        except (OSError, ValueError):
+            entry.unlink(missing_ok=True)
+            continue
+        owner = doc.get("owner")
+        if isinstance(owner, int) and _alive(owner):
+            if _start_time(owner) == doc.get("owner_start"):
+                continue  # its run is still going
+        data = Path(doc.get("data", ""))
+        pid = _postmaster_pid(data)
+        if pid and _alive(pid) and _is_postmaster_of(pid, data):
+            log.warning("stopping a leftover postgres sink server, pid %d on %s", pid, data)
+            if _stop_pid(pid):
+                stopped.append(pid)
+        entry.unlink(missing_ok=True)
+    return stopped

@@ -50,8 +50,12 @@ class TableSink:
         self.table.close()
 
 
-def open_table(database: str, run_dir: Path, unique: bool) -> EffectsTable:
-    """The effects table of a run, in `database`, its files under `run_dir`."""
+def open_table(
+    database: str, run_dir: Path, unique: bool, running: Path | None = None
+) -> EffectsTable:
+    """The effects table of a run, in `database`, its files under `run_dir`;
+    a server the tool starts is listed in `running` while it runs, so one a
+    killed run left behind can be stopped later (postgres.stop_leftovers)."""
     if database == "sqlite":
         from .sqlite import SQLiteEffects
 
@@ -59,5 +63,5 @@ def open_table(database: str, run_dir: Path, unique: bool) -> EffectsTable:
     if database == "postgres":
         from .postgres import PostgresEffects
 
-        return PostgresEffects(Path(run_dir) / "postgres", unique)
+        return PostgresEffects(Path(run_dir) / "postgres", unique, running)
     raise ValueError(f"--sink-db: {database!r} is not one of {', '.join(DATABASES)}")
