@@ -266,6 +266,9 @@ class Run:
             stop_leftovers(nodes, opts)
             self.progress.phase(f"{system.db.name}: setting up {len(nodes)} nodes")
             system.db.setup()
+            if system.db.installed:  # what the nodes lacked and got, for the record
+                test_doc = self._test_doc(name, nodes, system)
+                write_test(run, {**test_doc, "installed": system.db.installed})
             system.prepare()
             # The history starts with the test itself: its times are seconds into the run.
             history = HistoryWriter(run / HISTORY_FILE)

@@ -2,12 +2,15 @@
 every node, killed and restarted by pid, paused and resumed, torn down
 without leftovers. The jars come from the real cache (.state/kafka/...)."""
 
+from pathlib import Path
+
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from tests.clusters import db_on_own_cluster, wait_until
 from workloads.db import DBError
+from workloads.install import push_dir
 from workloads.kafka.db import Kafka, KafkaOptions
 
 pytestmark = pytest.mark.integration
@@ -16,14 +19,40 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
     base = str(tmp_path_factory.mktemp("kafka"))
+
+    def bare(nodes):
+        """Kafka on nodes that hold no jars in the tool's paths: they are pushed."""
+        db = Kafka(nodes, KafkaOptions(base=base))
+        nodes[0].run(f"rm -rf {Path(db.node_libs).parent}")
+        return db
+
     with db_on_own_cluster(
         tmp_path_factory,
-        lambda nodes: Kafka(nodes, KafkaOptions(base=base)),
+        bare,
         "10.77.7.0/24",
         "qckbr7",
         "qck-",
     ) as db:
         yield db
+
+
+def test_jars_are_pushed_once_and_checked_by_checksum(kafka, tmp_path):
+    n1, n2, _ = kafka.nodes
+    assert kafka.installed["n1"]["kafka-jars"].startswith("pushed ")
+    assert kafka.installed["n1"]["java"] == "present"
+    # the local nodes share one disk: the others found n1's copy, checked it, sent nothing
+    assert kafka.installed["n2"]["kafka-jars"] == "present (checksums match)"
+    libs = kafka.node_libs
+    assert libs != str(kafka.libs) and n2.run(f"ls {libs}/kafka_2.13-*.jar").exit == 0
+    # on a scratch target (the brokers run from the real one): a damaged jar fails
+    # its checksum and everything is sent again
+    target = f"{tmp_path}/dist/libs"
+    assert push_dir(n2, kafka.libs, target, kafka.listing).startswith("pushed ")
+    assert push_dir(n2, kafka.libs, target, kafka.listing) == "present (checksums match)"
+    jar = n2.run(f"ls {target}/kafka-clients-*.jar").out.split()[0]
+    n2.run(f"printf x >> {jar}")
+    assert push_dir(n2, kafka.libs, target, kafka.listing).startswith("pushed ")
+    assert n2.run(f"cd {target} && sha256sum --quiet -c .queuecheck-manifest").exit == 0
 
 
 def test_three_brokers_serve_clients_on_every_node(kafka):

@@ -23,6 +23,7 @@ class DBError(RuntimeError):
 class DB(Protocol):
     name: str
     nodes: list[Remote]
+    installed: dict[str, dict[str, str]]  # node -> what setup installed there (test.json)
 
     def setup(self) -> None:
         """Cleans, configures and starts every node; returns when the cluster serves."""

@@ -208,11 +208,17 @@ class Remote:
 
     # -- files ------------------------------------------------------------
     def put(self, local: str | Path, remote: str) -> None:
+        self.put_all([Path(local)], remote.rpartition("/")[0], [remote.rpartition("/")[2]])
+
+    def put_all(self, files: list[Path], remote_dir: str, names: list[str] | None = None) -> None:
+        """Copies `files` into `remote_dir` over one SFTP session."""
+        names = names or [f.name for f in files]
         try:
             with self.client().open_sftp() as sftp:
-                sftp.put(str(local), remote)
+                for f, name in zip(files, names, strict=True):
+                    sftp.put(str(f), f"{remote_dir}/{name}")
         except (OSError, paramiko.SSHException) as e:
-            raise RemoteError(f"{self.name}: cannot put {local} to {remote}: {e}") from None
+            raise RemoteError(f"{self.name}: cannot put files into {remote_dir}: {e}") from None
 
     def write(self, remote: str, text: str, mode: int = 0o644) -> None:
         """Writes `text` to `remote` with `mode`: a secret (0400) is never

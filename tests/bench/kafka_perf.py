@@ -47,7 +47,7 @@ def perf_tool(
     topic = f"{system.queue}-perf"
     create_topic(db, topic, system.options.partitions)
     cmd = (
-        f"java -Xms256m -Xmx256m -cp {shlex.quote(str(db.libs))}/'*' "
+        f"java -Xms256m -Xmx256m -cp {shlex.quote(db.node_libs)}/'*' "
         "org.apache.kafka.tools.ProducerPerformance "
         f"--topic {topic} --num-records {records} --record-size {record_size} "
         f"--throughput -1 --producer-props bootstrap.servers={db.bootstrap()} acks={acks} "

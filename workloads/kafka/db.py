@@ -2,9 +2,10 @@
 
 Every node gets its own tree under `<base>/<node>/kafka` (etc/, data/, log/,
 a pidfile) and runs `java -cp '<libs>/*' kafka.Kafka` from the jars
-`ensure_kafka` fetched. The libs path must exist on every node: the local
-cluster's nodes share the host's disk; a vendor node needs a copy at the same
-path. The quorum is static (`controller.quorum.voters`), the storage is
+`ensure_kafka` fetched on the control machine, pushed to every node over
+SFTP into a directory named by their checksums (skipped when the node has
+them already); a node without Java gets it from its package manager. The
+quorum is static (`controller.quorum.voters`), the storage is
 formatted once by Kafka's StorageTool, so a killed node restarts as itself.
 
 Readiness is the broker logging "Kafka Server started" and every node's
@@ -25,9 +26,11 @@ from harness.nodes.remote import Remote, RemoteError
 from harness.options import DEFAULT_STATE, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
+from ..install import digest, ensure_package, manifest, push_dir
 from .admin import Admin
 from .dist import DEFAULT_VERSION, ensure_kafka
 
+DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
 STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
 PORT, CONTROLLER_PORT = 9092, 9093
 
@@ -86,6 +89,8 @@ class Kafka(PidfileProcess):
             )
         self.cluster_id = new_cluster_id()
         self._libs: Path | None = None
+        self._listing: str | None = None
+        self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
         self._marks: dict[str, int] = {}  # STARTED lines in a node's log when last started
 
     # -- per-node facts ---------------------------------------------------
@@ -94,6 +99,19 @@ class Kafka(PidfileProcess):
         if self._libs is None:  # may run Maven once; cached after
             self._libs = ensure_kafka(self.opts.version, self.opts.state, self.opts.kafka_home)
         return self._libs
+
+    @property
+    def listing(self) -> str:
+        """The jars' manifest (sha256 and name per jar), computed once."""
+        if self._listing is None:
+            self._listing = manifest(self.libs)
+        return self._listing
+
+    @property
+    def node_libs(self) -> str:
+        """Where the jars are on every node: a directory named by their
+        checksums, pushed once and shared by every run that uses them."""
+        return f"{DIST_ROOT}/kafka-{digest(self.listing)}/libs"
 
     def dir(self, node: Remote) -> str:
         return f"{self.opts.base}/{node.name}/kafka"
@@ -117,7 +135,7 @@ class Kafka(PidfileProcess):
             f"java -Xms{heap} -Xmx{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "
             "-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true "
             f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties "
-            f"-cp {shlex.quote(str(self.libs))}/'*'"
+            f"-cp {shlex.quote(self.node_libs)}/'*'"
         )
 
     # -- configuration ----------------------------------------------------
@@ -194,10 +212,11 @@ class Kafka(PidfileProcess):
         self.await_cluster()
 
     def _configure(self, node: Remote) -> None:
-        d, libs = self.dir(node), shlex.quote(str(self.libs))
-        r = node.run(f"ls {libs}/kafka_2.13-*.jar", check=False, timeout=10)
-        if r.exit != 0:
-            raise DBError(f"{node.name}: no Kafka jars at {self.libs} (copy them to that path)")
+        d = self.dir(node)
+        self.installed[node.name] = {
+            "java": ensure_package(node, "command -v java", ["default-jre-headless"]),
+            "kafka-jars": push_dir(node, self.libs, self.node_libs, self.listing),
+        }
         node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/data", timeout=30)
         node.write(f"{d}/etc/server.properties", self.server_properties(node))
         node.write(f"{d}/etc/log4j2.properties", self.log4j2(node))

@@ -21,6 +21,7 @@ from harness.nodes.remote import Remote, RemoteError
 from harness.options import check_choices, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
+from ..install import ensure_package
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
@@ -51,6 +52,7 @@ class RabbitMQ(PidfileProcess):
         self.nodes = nodes
         self.opts = opts or RabbitMQOptions()
         self.cookie = secrets.token_hex(16)
+        self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
 
     # -- per-node facts ---------------------------------------------------
     def dir(self, node: Remote) -> str:
@@ -123,6 +125,15 @@ class RabbitMQ(PidfileProcess):
 
     def _configure(self, node: Remote) -> None:
         d = self.dir(node)
+        # Debian's package starts its own service: ours runs on its own tree.
+        self.installed[node.name] = {
+            "rabbitmq-server": ensure_package(
+                node,
+                f"test -x {SERVER}",
+                ["rabbitmq-server"],
+                after="systemctl disable --now rabbitmq-server 2>/dev/null; true",
+            )
+        }
         node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/mnesia {d}/home")
         node.write(f"{d}/home/.erlang.cookie", self.cookie, mode=0o400)
         node.write(
