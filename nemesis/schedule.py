@@ -11,6 +11,7 @@ import functools
 import logging
 import random
 import threading
+import time
 from typing import Any
 
 from harness.history import NEMESIS, HistoryWriter
@@ -64,8 +65,19 @@ class Schedule:
             yield from self.rng.sample(self.faults, len(self.faults))
 
     def _run(self) -> None:
+        """Actions fall due on a fixed grid (every `interval` from the start),
+        not `interval` after the last one finished: a slow stop (a broker's
+        restart) must not push the later faults out of a short run."""
         order = self._order()
-        while not self.stop_event.wait(self.interval):
+        t0 = time.monotonic()
+        step = 0
+
+        def wait_next() -> bool:  # True once stopped
+            nonlocal step
+            step += 1
+            return self.stop_event.wait(max(0.0, t0 + step * self.interval - time.monotonic()))
+
+        while not wait_next():
             fault = next(order)
             with self._lock:
                 if self.stop_event.is_set():
@@ -73,7 +85,7 @@ class Schedule:
                 self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
                 if not fault.instant:
                     self.active_names.add(fault.name)
-            if fault.instant or self.stop_event.wait(self.interval):
+            if fault.instant or wait_next():
                 continue
             with self._lock:
                 self._stop(fault)
