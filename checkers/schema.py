@@ -57,3 +57,50 @@ OP = T.StructType(
         T.StructField(CORRUPT, T.StringType()),
     ]
 )
+
+# What the contract check parses each line into (checkers/load.py). Each
+# non-blank line L is read as {"a": [L, {"\u0000": 0}]}: the closing element
+# is found, with its SENTINEL, only if L is exactly one JSON value (Spark
+# ignores whatever follows the first value of a text). `process` is a long
+# here: an int parses, "nemesis" and anything else fails (and is looked at
+# again, see load.py).
+SENTINEL = "\x00"
+
+CHECK_OP = T.StructType(
+    [
+        T.StructField("index", T.LongType()),
+        T.StructField("time", T.LongType()),
+        T.StructField("process", T.LongType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("f", T.StringType()),
+        T.StructField("value", VALUE),
+        T.StructField("node", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField(SENTINEL, T.LongType()),
+    ]
+)
+
+CHECK_LINE = T.StructType(
+    [
+        T.StructField("a", T.ArrayType(CHECK_OP)),
+        T.StructField(CORRUPT, T.StringType()),
+    ]
+)
+
+# The fields whose JSON type a string column cannot tell (a number reads as
+# its digits): parsed again as variants, only on the few lines that need it.
+STRING_FIELDS = ("process", "f", "node", "error")
+TYPES_OF = T.StructType([T.StructField(k, T.VariantType()) for k in STRING_FIELDS])
+
+# Jackson as strict as orjson, the Python reader's parser.
+STRICT_JSON = {
+    "mode": "PERMISSIVE",
+    "columnNameOfCorruptRecord": CORRUPT,
+    "allowComments": "false",
+    "allowUnquotedFieldNames": "false",
+    "allowSingleQuotes": "false",
+    "allowNumericLeadingZeros": "false",
+    "allowNonNumericNumbers": "false",
+    "allowBackslashEscapingAnyCharacter": "false",
+    "allowUnquotedControlChars": "false",
+}

@@ -10,6 +10,7 @@ goes through `read_history` / `validate_op`, and the Spark checker's schema
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,8 +44,17 @@ class HistoryError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+# Every int of the contract is a signed 64-bit integer: what Spark reads as a
+# long, so the Python reader and the Spark checker accept the same numbers.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
 def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+    return isinstance(x, int) and not isinstance(x, bool) and INT_MIN <= x <= INT_MAX
+
+
+def _int_or_null(x: Any) -> bool:
+    return x is None or _is_int(x)
 
 
 def _msg_errors(msgs: Any, where: str) -> str | None:
@@ -58,6 +68,44 @@ def _msg_errors(msgs: Any, where: str) -> str | None:
         for k in ("partition", "offset"):
             if k in m and m[k] is not None and not _is_int(m[k]):
                 return f"{where}[{i}].{k}: expected an int, got {m[k]!r}"
+    return None
+
+
+def _list_of_objects(items: Any, where: str, ints: tuple[str, ...]) -> tuple[str, str] | None:
+    """A list whose items are objects (or null) whose `ints` are ints (or null)."""
+    if not isinstance(items, list):
+        return (where, f"expected a list, got {type(items).__name__}")
+    for i, item in enumerate(items):
+        if item is None:
+            continue
+        if not isinstance(item, dict):
+            return (where, f"{where}[{i}]: expected an object, got {type(item).__name__}")
+        for k in ints:
+            if not _int_or_null(item.get(k)):
+                return (where, f"{where}[{i}].{k}: expected an int, got {item[k]!r}")
+    return None
+
+
+def _shape_errors(value: dict) -> tuple[str, str] | None:
+    """The known keys of a client op's value, wherever present, have their
+    declared shapes (whether an op needs them is checked after). A `null`
+    stands for absent."""
+    msg_ints = ("id", "partition", "offset")
+    if value.get("msgs") is not None:
+        bad = _list_of_objects(value["msgs"], "value.msgs", msg_ints)
+        if bad:
+            return bad
+    if value.get("mops") is not None:
+        bad = _list_of_objects(value["mops"], "value.mops", ())
+        if bad:
+            return bad
+        for i, mop in enumerate(value["mops"]):
+            if mop is not None and mop.get("msgs") is not None:
+                bad = _list_of_objects(mop["msgs"], f"value.mops[{i}].msgs", msg_ints)
+                if bad:
+                    return bad
+    if value.get("effects") is not None:
+        return _list_of_objects(value["effects"], "value.effects", ("id", "count"))
     return None
 
 
@@ -96,12 +144,14 @@ def validate_op(op: Any, expected_index: int | None = None) -> tuple[str, str] |
 def _value_errors(op: dict) -> tuple[str, str] | None:
     f, typ, value = op["f"], op["type"], op.get("value")
     needs_msgs = (f == SEND) or (f in (RECEIVE, DRAIN) and typ == "ok")
-    if (
-        f in (SEND, RECEIVE, DRAIN, TXN, EFFECTS)
-        and value is not None
-        and not isinstance(value, dict)
-    ):
+    if f not in (SEND, RECEIVE, DRAIN, TXN, EFFECTS):
+        return None
+    if value is not None and not isinstance(value, dict):
         return ("value", f"expected an object or null, got {type(value).__name__}")
+    if value is not None:
+        bad = _shape_errors(value)
+        if bad:
+            return bad
     if needs_msgs:
         if not isinstance(value, dict) or "msgs" not in value:
             return ("value.msgs", f"{typ} {f} must carry its messages")
@@ -113,7 +163,7 @@ def _value_errors(op: dict) -> tuple[str, str] | None:
         for i, mop in enumerate(value["mops"]):
             if not isinstance(mop, dict) or mop.get("f") not in (SEND, RECEIVE):
                 return (f"value.mops[{i}].f", 'expected "send" or "receive"')
-            err = _msg_errors(mop.get("msgs", []), f"value.mops[{i}].msgs")
+            err = _msg_errors(mop.get("msgs") or [], f"value.mops[{i}].msgs")
             if err:
                 return (f"value.mops[{i}].msgs", err)
     if f == EFFECTS and typ == "ok":
@@ -134,54 +184,127 @@ class ReadReport:
     truncated_line: int | None = None
 
 
+def is_blank(raw: bytes) -> bool:
+    """Blank lines carry nothing and are skipped (they take no index)."""
+    return not raw.strip()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(raw: bytes) -> Any:
+    """One line's JSON; raises orjson.JSONDecodeError if it is not JSON.
+
+    orjson refuses a number beyond a double's range (1e400), which JSON, and
+    Spark's parser, allow: such a line is parsed again by the json module,
+    as strict otherwise (no NaN or Infinity)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        if "number is infinity" not in str(e):
+            raise
+        try:
+            return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            raise e from None
+
+
+def _parse(raw: bytes, expected_index: int | None) -> tuple[Any, tuple[str | None, str] | None]:
+    try:
+        op = loads(raw)
+    except orjson.JSONDecodeError as e:
+        return None, (None, f"not valid JSON ({e})")
+    bad = validate_op(op, expected_index)
+    return op, ((bad[0] or None, bad[1]) if bad else None)
+
+
+def line_problem(raw: bytes, expected_index: int | None = None) -> tuple[str | None, str] | None:
+    """(field, problem) of one non-blank line on its own, else None: JSON,
+    then `validate_op`. Pairing needs the lines before it (`Pairing`)."""
+    return _parse(raw, expected_index)[1]
+
+
+def check_line(raw: bytes, lineno: int, expected_index: int | None = None) -> dict:
+    """The op of one non-blank line, or the HistoryError naming it."""
+    op, bad = _parse(raw, expected_index)
+    if bad:
+        raise HistoryError(lineno, bad[0], bad[1])
+    return op
+
+
+def no_operations() -> HistoryError:
+    """A history without a single op (an empty file, only blank lines, only
+    a partial line): nothing was tested, so there is no verdict to give."""
+    return HistoryError(1, None, "no operations: the history is empty")
+
+
+class Pairing:
+    """The pairing rule, fed the ops in file order: a completion of a paired
+    `f` needs an open invoke of the same process and `f`, and a process has
+    at most one open invoke."""
+
+    def __init__(self) -> None:
+        # process -> (f, line) of its open invoke
+        self.open: dict[Any, tuple[str, int]] = {}
+
+    def check(self, op: dict, lineno: int) -> None:
+        problem = pairing_problem(op, self.open.get(op["process"]))
+        if problem:
+            raise HistoryError(lineno, "type", problem)
+        if op["process"] == NEMESIS or op["f"] not in PAIRED_FS:
+            return
+        if op["type"] == "invoke":
+            self.open[op["process"]] = (op["f"], lineno)
+        else:
+            del self.open[op["process"]]
+
+
+def pairing_problem(op: dict, opened: tuple[str, int] | None) -> str | None:
+    """What is wrong with `op` given its process's open invoke (f, line), if any."""
+    if op["process"] == NEMESIS or op["f"] not in PAIRED_FS:
+        return None
+    p, typ, f = op["process"], op["type"], op["f"]
+    if typ == "invoke":
+        if opened:
+            return (
+                f"process {p} invokes {f} while its {opened[0]} from line {opened[1]} is still open"
+            )
+        return None
+    if not opened or opened[0] != f:
+        return f"{typ} {f} of process {p} has no open {f} invoke"
+    return None
+
+
 def read_history(path: str | os.PathLike, report: ReadReport | None = None) -> Iterator[dict]:
     """Yields validated ops in file order; raises HistoryError on a bad line.
 
     A last line without its newline that does not parse is the partial write
     of a crashed run: it is recorded in `report.truncated_line` and skipped.
-    Pairing is checked too: a completion needs an open invoke of the same
-    process and `f`, and a process has at most one open invoke.
+    Pairing is checked too (`Pairing`). A history without ops is an error.
+    The Spark checker (checkers/load.py) applies the same rules and names the
+    same first bad line with the same message.
     """
     report = report if report is not None else ReadReport()
-    open_by_process: dict[Any, tuple[str, int]] = {}
+    pairing = Pairing()
+    n_ops = 0
     with open(path, "rb") as fh:
-        lineno = n_ops = 0
+        lineno = 0
         for raw in fh:
             lineno += 1
             report.lines = lineno
-            if not raw.strip():
+            if is_blank(raw):
                 continue  # blank lines carry nothing; Spark's reader skips them too
-            try:
-                op = orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
-                if not raw.endswith(b"\n") and fh.read(1) == b"":
-                    report.truncated_line = lineno
-                    return
-                raise HistoryError(lineno, None, f"not valid JSON ({e})") from None
-            bad = validate_op(op, expected_index=n_ops)
+            if not raw.endswith(b"\n"):
+                try:
+                    loads(raw)
+                except orjson.JSONDecodeError:
+                    if fh.read(1) == b"":
+                        report.truncated_line = lineno
+                        break
+            op = check_line(raw, lineno, expected_index=n_ops)
             n_ops += 1
-            if bad:
-                raise HistoryError(lineno, bad[0] or None, bad[1])
-            pairing = _pairing_error(op, open_by_process)
-            if pairing:
-                raise HistoryError(lineno, "type", pairing)
+            pairing.check(op, lineno)
             yield op
-
-
-def _pairing_error(op: dict, open_by_process: dict) -> str | None:
-    if op["process"] == NEMESIS or op["f"] not in PAIRED_FS:
-        return None
-    p, typ, f = op["process"], op["type"], op["f"]
-    opened = open_by_process.get(p)
-    if typ == "invoke":
-        if opened:
-            return (
-                f"process {p} invokes {f} while its {opened[0]} from line "
-                f"{opened[1] + 1} is still open"
-            )
-        open_by_process[p] = (f, op["index"])
-        return None
-    if not opened or opened[0] != f:
-        return f"{typ} {f} of process {p} has no open {f} invoke"
-    del open_by_process[p]
-    return None
+    if n_ops == 0:
+        raise no_operations()
