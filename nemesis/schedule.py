@@ -11,7 +11,6 @@ import functools
 import logging
 import random
 import threading
-import time
 from typing import Any
 
 from harness.history import NEMESIS, HistoryWriter
@@ -65,19 +64,8 @@ class Schedule:
             yield from self.rng.sample(self.faults, len(self.faults))
 
     def _run(self) -> None:
-        """Actions fall due on a fixed grid (every `interval` from the start),
-        not `interval` after the last one finished: a slow stop (a broker's
-        restart) must not push the later faults out of a short run."""
         order = self._order()
-        t0 = time.monotonic()
-        step = 0
-
-        def wait_next() -> bool:  # True once stopped
-            nonlocal step
-            step += 1
-            return self.stop_event.wait(max(0.0, t0 + step * self.interval - time.monotonic()))
-
-        while not wait_next():
+        while not self.stop_event.wait(self.interval):
             fault = next(order)
             with self._lock:
                 if self.stop_event.is_set():
@@ -85,7 +73,7 @@ class Schedule:
                 self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
                 if not fault.instant:
                     self.active_names.add(fault.name)
-            if fault.instant or wait_next():
+            if fault.instant or self.stop_event.wait(self.interval):
                 continue
             with self._lock:
                 self._stop(fault)

@@ -73,7 +73,7 @@ def test_final_heal_stops_a_fault_still_active(tmp_path):
 
 
 def test_a_failing_fault_is_recorded_with_its_error(tmp_path):
-    ops, _ = run_schedule(tmp_path, [Fault("loss", fail=True)], 0.3)  # 6 intervals: room under load
+    ops, _ = run_schedule(tmp_path, [Fault("loss", fail=True)], 0.08)
     failed = [op for op in ops if op.get("error")]
     assert failed and failed[0]["f"] == "start-loss"
     assert "iptables said no" in failed[0]["error"]
