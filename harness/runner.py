@@ -134,6 +134,12 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
         if not 0 < self.producers < self.concurrency:
             raise RunError(f"--producers: must be in 1..{self.concurrency - 1}")
         system = SYSTEMS[self.system]
+        existing = self.existing()  # before any node is reached: the file's errors first
+        if existing and existing.system != self.system:
+            raise RunError(
+                f"{self.cluster_file}: [existing] runs {existing.system}, "
+                f"not --system {self.system}"
+            )
         if self.sink is not None and self.sink not in system.sinks():
             owner = next(c.name for c in SYSTEMS.values() if self.sink in c.own_sinks)
             raise RunError(
@@ -156,17 +162,18 @@ def run_fields(options: Any) -> dict[str, Any]:
     return {k: v for k, v in asdict(options).items() if k in names}
 
 
-def stop_leftovers(nodes: list[Remote], where: NodeOptions) -> None:
+def stop_leftovers(nodes: list[Remote], where: NodeOptions, existing: bool = False) -> None:
     """What a killed run (kill -9: no teardown) left behind is stopped before
     anything starts: its iptables cuts, the brokers of every system (by
     pidfile, identity checked, on this cluster's data tree) and a sink
     database server it had started. Paused pids are resumed first by the
     brokers' own teardown."""
     heal_leftovers(nodes)
-    for cls in SYSTEMS.values():
-        db = cls.leftover_db(nodes, where.data_base())
-        for node in nodes:
-            db.teardown(node)
+    if not existing:  # someone else's brokers are never ours to stop
+        for cls in SYSTEMS.values():
+            db = cls.leftover_db(nodes, where.data_base())
+            for node in nodes:
+                db.teardown(node)
     stop_leftover_servers(where.running_dir())
 
 
@@ -178,6 +185,7 @@ def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
         data_base=opts.data_base(),
         sink=opts.sink,
         sink_db=opts.sink_db,
+        existing=opts.existing(),
     )
     try:
         return SYSTEMS[opts.system](ctx, opts.system_options)
@@ -263,13 +271,16 @@ class Run:
             system = build_system(opts, nodes)
             write_test(run, self._test_doc(name, nodes, system))
             self.progress.phase("nodes: stopping what a killed run left")
-            stop_leftovers(nodes, opts)
-            self.progress.phase(f"{system.db.name}: setting up {len(nodes)} nodes")
+            stop_leftovers(nodes, opts, existing=system.ctx.existing is not None)
+            if system.ctx.existing:
+                self.progress.phase(f"{system.db.name}: the existing cluster must serve")
+            else:
+                self.progress.phase(f"{system.db.name}: setting up {len(nodes)} nodes")
             system.db.setup()
-            if system.db.installed:  # what the nodes lacked and got, for the record
-                test_doc = self._test_doc(name, nodes, system)
-                write_test(run, {**test_doc, "installed": system.db.installed})
             system.prepare()
+            # again, with what setup installed and what prepare read from the brokers
+            test_doc = self._test_doc(name, nodes, system)
+            write_test(run, {**test_doc, "installed": system.db.installed})
             # The history starts with the test itself: its times are seconds into the run.
             history = HistoryWriter(run / HISTORY_FILE)
             system.attach(history)
@@ -475,6 +486,8 @@ class Run:
                 )
         if schedule:
             steps.append(("nemesis teardown", schedule.teardown))
+        if system:
+            steps.append(("remove the test's own topic or queue", system.cleanup))
         if system and nodes:
             for node in nodes:
                 steps.append((f"{node.name}: teardown", lambda n=node: system.db.teardown(n)))

@@ -51,3 +51,18 @@ def test_run_options_default_to_half_producers():
 def test_bad_crash_and_sink_options_are_refused_by_name(kw, message):
     with pytest.raises(RunError, match=message):
         RunOptions(**kw)
+
+
+def test_an_existing_cluster_of_another_broker_is_refused_before_any_node_is_reached(
+    capsys, tmp_path
+):
+    """The node is unreachable (TEST-NET-1): the error must be the file's, at once."""
+    path = tmp_path / "vendor.toml"
+    path.write_text(
+        '[existing]\nsystem = "kafka"\nservice = "kafka"\n\n'
+        '[[nodes]]\nname = "k1"\nhost = "192.0.2.1"\nclient = "192.0.2.1:9092"\n'
+    )
+    argv = ["test", "--system", "rabbitmq", "--cluster-file", str(path), "--store", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert f"{path}: [existing] runs kafka, not --system rabbitmq" in err

@@ -56,7 +56,9 @@ def quorum_run(state, tmp_path_factory):
         time_limit=30,
         nemesis=["partition", "kill", "pause"],
         nemesis_interval=5,  # faults start at 5, 15 and 25 s: one of each kind
-        seed=7,
+        # seed 6 orders them pause, partition, kill: the kill's stop (a restart
+        # under load) is slow and pushes what follows it, so it comes last
+        seed=6,
         # partitions must outlast detection (net_ticktime) to be partitions at all
         system_options={
             "queue_type": "quorum",

@@ -26,6 +26,7 @@ from .sinks import TABLE_SINKS, Sink
 
 if TYPE_CHECKING:
     from harness.history import HistoryWriter
+    from harness.nodes.existing import Existing
     from harness.nodes.remote import Remote
 
 
@@ -49,6 +50,7 @@ class RunContext:
     data_base: str  # where brokers keep their data on the nodes
     sink: str | None = None
     sink_db: str | None = None
+    existing: Existing | None = None  # brokers someone else runs (the cluster file says)
 
 
 class System:
@@ -141,6 +143,21 @@ class System:
         """What test.json records of the system: its config and every option."""
         return self.config()
 
+    def existing_record(self) -> dict[str, Any]:
+        """For test.json: the cluster someone else runs, if it is one."""
+        e = self.ctx.existing
+        return {"existing": e.record()} if e else {}
+
+    def refuse_broker_options(self, given: dict[str, Any], names: tuple[str, ...]) -> None:
+        """An existing cluster keeps its own settings: options that would
+        configure its brokers are an error naming them."""
+        bad = [k for k in names if k in given]
+        if bad:
+            raise OptionError(
+                f"--{bad[0].replace('_', '-')}: configures brokers the tool runs itself; an "
+                "existing cluster keeps its own settings, and the claims are read from them"
+            )
+
     def claims(self) -> tuple[list[str], list[str]]:
         return self.claims_of(self.config())
 
@@ -154,6 +171,11 @@ class System:
     def attach(self, history: HistoryWriter) -> None:
         """Given the history once it is open: for clients that record ops of
         their own process besides their completions (Kafka's rebalances)."""
+
+    def cleanup(self) -> None:
+        """At teardown, before the brokers stop: removes what the test made in
+        a cluster it does not own (its topic or queue). Brokers the tool
+        runs itself are wiped anyway."""
 
     def own_sink(self, kind: str) -> Sink:
         """One of `own_sinks`, for this run."""

@@ -55,6 +55,15 @@ class NodeOptions:
             return load_cluster_file(self.cluster_file, known_hosts=known)
         return self.local_cluster().up()
 
+    def existing(self):
+        """The cluster file's `[existing]` section: brokers someone else runs
+        (harness/nodes/existing.py); None when the tool runs them itself."""
+        if not self.cluster_file:
+            return None
+        from .clusterfile import load_existing
+
+        return load_existing(self.cluster_file)
+
     def running_dir(self) -> Path:
         """Where servers the tool starts on this machine (a sink database) are
         listed while they run, so one a killed run left is found."""

@@ -8,6 +8,7 @@ import json
 import tomllib
 from pathlib import Path
 
+from .existing import NODE_FIELDS, Existing, ExistingError, parse_existing
 from .names import bad_name
 from .remote import NodeSpec
 
@@ -16,9 +17,7 @@ class ClusterFileError(ValueError):
     """A cluster file that cannot be used; names the file, node and field."""
 
 
-def load_cluster_file(path: str | Path, known_hosts: str | None = None) -> list[NodeSpec]:
-    """JSON or TOML: {"nodes": [{"name", "host", "port"?, "user"?, "key"?}, ...]}."""
-    p = Path(path)
+def _read(p: Path) -> tuple[dict, list]:
     try:
         text = p.read_text()
     except OSError as e:
@@ -30,12 +29,38 @@ def load_cluster_file(path: str | Path, known_hosts: str | None = None) -> list[
     rows = doc.get("nodes") if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ClusterFileError(f"{p}: expected a non-empty list under 'nodes'")
+    unknown = set(doc) - {"nodes", "existing"}
+    if unknown:
+        raise ClusterFileError(f"{p}: unknown section {sorted(unknown)[0]!r}")
+    return doc, rows
+
+
+def load_existing(path: str | Path) -> Existing | None:
+    """The cluster file's `[existing]` section (harness/nodes/existing.py), or
+    None when the tool runs the brokers itself."""
+    p = Path(path)
+    load_cluster_file(p)  # the nodes first: their errors name them
+    doc, rows = _read(p)
+    if "existing" not in doc:
+        return None
+    try:
+        return parse_existing(str(p), doc["existing"], rows)
+    except ExistingError as e:
+        raise ClusterFileError(str(e)) from None
+
+
+def load_cluster_file(path: str | Path, known_hosts: str | None = None) -> list[NodeSpec]:
+    """JSON or TOML: {"nodes": [{"name", "host", "port"?, "user"?, "key"?}, ...]},
+    and for a cluster someone else runs an `existing` section (existing.py)."""
+    p = Path(path)
+    doc, rows = _read(p)
+    fields = {"name", "host", "port", "user", "key"} | (NODE_FIELDS if "existing" in doc else set())
     specs, seen = [], set()
     for i, row in enumerate(rows):
         where = f"{p}: nodes[{i}]"
         if not isinstance(row, dict):
             raise ClusterFileError(f"{where}: expected a table/object")
-        unknown = set(row) - {"name", "host", "port", "user", "key"}
+        unknown = set(row) - fields
         if unknown:
             raise ClusterFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
         for k in ("name", "host", "user"):

@@ -5,9 +5,10 @@ Kafka create its internal topics before the first op."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kafka.structs import TopicPartition
 
@@ -28,17 +29,13 @@ class Admin(KafkaAdminClient):
 
 def create_topic(db, name: str, partitions: int) -> None:
     """Creates the topic with the cluster's replication settings (kept if it
-    exists) and waits until every partition has a leader."""
+    exists) and waits until every partition has a leader. `db` says them:
+    `topic_replication()` and `topic_configs()` (an existing cluster's
+    brokers keep their own defaults: no configs)."""
     admin = Admin(bootstrap_servers=db.bootstrap(), request_timeout_ms=10000)
     try:
         topic = NewTopic(
-            name,
-            partitions,
-            db.opts.replication_factor,
-            topic_configs={
-                "min.insync.replicas": str(db.opts.min_insync_replicas),
-                "unclean.leader.election.enable": str(db.opts.unclean_leader_election).lower(),
-            },
+            name, partitions, db.topic_replication(), topic_configs=db.topic_configs()
         )
         try:
             admin.create_topics([topic], timeout_ms=30000)
@@ -54,6 +51,83 @@ def create_topic(db, name: str, partitions: int) -> None:
             if time.monotonic() > until:
                 raise DBError(f"Kafka: topic {name} has no leader on every partition: {info}")
             time.sleep(0.5)
+    finally:
+        admin.close()
+
+
+SETTINGS = ("min.insync.replicas", "unclean.leader.election.enable")
+
+
+def topic_settings(bootstrap: str, name: str) -> dict[str, Any]:
+    """What the brokers actually apply to the topic: its effective
+    min.insync.replicas and unclean leader election (the topic's own value,
+    else the broker's), and its replication factor."""
+    admin = Admin(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        res = ConfigResource(ConfigResourceType.TOPIC, name, configs=dict.fromkeys(SETTINGS))
+        found = admin.describe_configs([res], config_filter="all")
+        entries = _config_entries(found, name)
+        missing = [k for k in SETTINGS if k not in entries]
+        if missing:
+            raise DBError(f"Kafka: topic {name}: the brokers did not say its {missing[0]}")
+        (info,) = admin.describe_topics([name])
+        replicas = {
+            len(p.get("replica_nodes") or p.get("replicas") or [])
+            for p in info.get("partitions") or []
+        }
+    finally:
+        admin.close()
+    return {
+        "min_insync_replicas": int(entries["min.insync.replicas"]),
+        "unclean_leader_election": str(entries["unclean.leader.election.enable"]).lower()
+        == "true",
+        "replication_factor": min(replicas) if replicas else 0,
+    }
+
+
+def _config_entries(found: Any, name: str) -> dict[str, Any]:
+    """{key: value} of one topic out of describe_configs' answer
+    ({resource type: {resource name: {key: {value ...}}}})."""
+    for by_name in (found or {}).values():
+        if isinstance(by_name, dict) and name in by_name:
+            return {
+                k: (v.get("value") if isinstance(v, dict) else v) for k, v in by_name[name].items()
+            }
+    raise DBError(f"Kafka: describe_configs did not answer for topic {name}: {found!r:.300}")
+
+
+def remove_topics(bootstrap: str, topics: list[str], groups: list[str]) -> None:
+    """Deletes the test's own topics and consumer groups (an existing cluster
+    keeps nothing of the test); a missing one is no error."""
+    admin = Admin(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        admin.delete_topics(topics, timeout_ms=30000, raise_errors=False)
+        try:
+            admin.delete_groups(groups)
+        except Exception:  # noqa: BLE001 - a group that never committed does not exist
+            pass
+    finally:
+        admin.close()
+
+
+def unfenced_brokers(bootstrap: str, timeout: float = 5.0) -> list[int]:
+    """Unfenced broker ids in the metadata of the broker at `bootstrap`; [] if
+    it does not answer."""
+    ms = int(timeout * 1000)
+    try:
+        admin = Admin(
+            bootstrap_servers=bootstrap,
+            request_timeout_ms=ms,
+            bootstrap_timeout_ms=ms,
+            client_id="queuecheck-await",
+        )
+    except Exception:
+        return []
+    try:
+        info = admin.describe_cluster()
+        return sorted(b["broker_id"] for b in info["brokers"] if not b.get("is_fenced"))
+    except Exception:
+        return []
     finally:
         admin.close()
 

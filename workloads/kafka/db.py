@@ -27,7 +27,7 @@ from harness.options import DEFAULT_STATE, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import digest, ensure_package, manifest, push_dir
-from .admin import Admin
+from .admin import unfenced_brokers
 from .dist import DEFAULT_VERSION, ensure_kafka
 
 DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
@@ -279,23 +279,17 @@ class Kafka(PidfileProcess):
 
     def brokers(self, via: Remote, timeout: float = 5.0) -> list[int]:
         """Unfenced broker ids in `via`'s metadata; [] if it does not answer."""
-        ms = int(timeout * 1000)
-        try:
-            admin = Admin(
-                bootstrap_servers=self.bootstrap(via),
-                request_timeout_ms=ms,
-                bootstrap_timeout_ms=ms,
-                client_id="queuecheck-await",
-            )
-        except Exception:
-            return []
-        try:
-            info = admin.describe_cluster()
-            return sorted(b["broker_id"] for b in info["brokers"] if not b.get("is_fenced"))
-        except Exception:
-            return []
-        finally:
-            admin.close()
+        return unfenced_brokers(self.bootstrap(via), timeout)
+
+    def topic_replication(self) -> int:
+        return self.opts.replication_factor
+
+    def topic_configs(self) -> dict[str, str]:
+        o = self.opts
+        return {
+            "min.insync.replicas": str(o.min_insync_replicas),
+            "unclean.leader.election.enable": str(o.unclean_leader_election).lower(),
+        }
 
     def await_cluster(self, timeout: float | None = None) -> None:
         """Until every node answers and lists all N brokers unfenced."""

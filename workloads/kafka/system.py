@@ -4,6 +4,8 @@ txn.py), its own consume-transform-produce sink (txn_sink.py), its claims
 
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -15,9 +17,10 @@ from ..client import Client
 from ..sinks import Sink
 from ..system import Preset, RunContext, System
 from . import claims
-from .admin import create_topic, warm_up
+from .admin import create_topic, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
 from .db import Kafka, KafkaOptions
+from .existing import BROKER_OPTIONS, ExistingKafka
 from .txn import KafkaTxnClient
 
 TXN_SINK = "kafka-txn"
@@ -65,7 +68,15 @@ class KafkaSystem(System):
         super().__init__(ctx, options)
         db_opts, q_opts = self.split_options(options)
         db_opts.setdefault("base", ctx.data_base)
-        self.db = Kafka(ctx.nodes, KafkaOptions(**db_opts))
+        if ctx.existing:
+            self.refuse_broker_options(db_opts, BROKER_OPTIONS)
+            self.db = ExistingKafka(ctx.nodes, ctx.existing, KafkaOptions(**db_opts))
+            # a topic and group of the test's own, next to whatever the cluster holds
+            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+            q_opts.setdefault("topic", own)
+            q_opts.setdefault("group", own)
+        else:
+            self.db = Kafka(ctx.nodes, KafkaOptions(**db_opts))
         if ctx.sink == TXN_SINK:
             # Consume-transform-produce reads committed input, and its offsets
             # fetch waits for pending transactional commits (require_stable).
@@ -94,6 +105,8 @@ class KafkaSystem(System):
 
     def config(self) -> dict[str, Any]:
         q, d = self.options, self.db.opts
+        # an existing cluster's settings as its brokers report them (after prepare)
+        found = getattr(self.db, "settings", {})
         return {
             **self.sink_config(),
             "topic": q.topic,
@@ -105,9 +118,12 @@ class KafkaSystem(System):
             "txn": q.txn,
             "read_committed": q.read_committed,
             "send_batch": q.send_batch,
-            "replication_factor": d.replication_factor,
-            "min_insync_replicas": d.min_insync_replicas,
-            "unclean_leader_election": d.unclean_leader_election,
+            "replication_factor": found.get("replication_factor", d.replication_factor),
+            "min_insync_replicas": found.get("min_insync_replicas", d.min_insync_replicas),
+            "unclean_leader_election": found.get(
+                "unclean_leader_election", d.unclean_leader_election
+            ),
+            **({"settings": "read from the brokers"} if found else {}),
         }
 
     def record(self) -> dict[str, Any]:
@@ -115,6 +131,7 @@ class KafkaSystem(System):
             **self.config(),
             "options": asdict(self.options),
             "db": asdict(self.db.opts) | {"state": str(self.db.opts.state)},
+            **self.existing_record(),
         }
 
     # -- clients ----------------------------------------------------------
@@ -153,12 +170,19 @@ class KafkaSystem(System):
         create_topic(self.db, self.queue, self.options.partitions)
         if self.ctx.sink == TXN_SINK:
             create_topic(self.db, self.output, self.options.partitions)
+        if self.ctx.existing:
+            self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
         warm_up(
             self.db,
             self.options,
             deadline=self.db.opts.ready_timeout,
             txn=self.options.txn or self.ctx.sink == TXN_SINK,
         )
+
+    def cleanup(self) -> None:
+        if self.ctx.existing:
+            topics = [self.queue] + ([self.output] if self.ctx.sink == TXN_SINK else [])
+            remove_topics(self.db.bootstrap(), topics, [self.options.group])
 
     def own_sink(self, kind: str) -> Sink:
         if kind != TXN_SINK:

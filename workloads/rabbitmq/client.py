@@ -54,6 +54,7 @@ class RabbitQueueOptions:
     heartbeat: int = 4
     user: str = "queuecheck"
     password: str = "queuecheck"
+    vhost: str = "/"
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -62,10 +63,11 @@ class RabbitQueueOptions:
         # Mirroring is a policy on a classic queue (set by the runner), not an argument.
         return {"x-queue-type": "quorum" if self.queue_type == "quorum" else "classic"}
 
-    def parameters(self, host: str, deadline: float) -> pika.ConnectionParameters:
+    def parameters(self, host: str, deadline: float, port: int = PORT) -> pika.ConnectionParameters:
         return pika.ConnectionParameters(
             host,
-            PORT,
+            port,
+            virtual_host=self.vhost,
             credentials=pika.PlainCredentials(self.user, self.password),
             heartbeat=self.heartbeat,
             socket_timeout=3,
@@ -87,11 +89,12 @@ class RabbitQueueClient:
         opts: RabbitQueueOptions,
         deadline: float = 10.0,
         sink: Sink | None = None,
+        port: int = PORT,
     ):
         """`sink`: where a consumer applies each delivered message's effect."""
         self.node = node
         self.sink = sink
-        self.host = host
+        self.host, self.port = host, port
         self.opts = opts
         self.deadline = deadline
         self.conn: pika.BlockingConnection | None = None
@@ -105,7 +108,9 @@ class RabbitQueueClient:
         if self.conn is not None and self.conn.is_open:
             return
         try:
-            self.conn = pika.BlockingConnection(self.opts.parameters(self.host, self.deadline))
+            self.conn = pika.BlockingConnection(
+                self.opts.parameters(self.host, self.deadline, self.port)
+            )
             self.ch = self.conn.channel()
             if self.opts.confirms:
                 self.ch.confirm_delivery()

@@ -4,17 +4,21 @@ presets."""
 
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import asdict
 from typing import Any
 
 from harness.nodes.remote import Remote
+from harness.options import OptionError
 
 from ..client import Client
 from ..sinks import Sink
 from ..system import Preset, RunContext, System
 from . import claims
-from .client import RabbitQueueClient, RabbitQueueOptions
+from .client import PORT, RabbitQueueClient, RabbitQueueOptions
 from .db import RabbitMQ, RabbitMQOptions
+from .existing import BROKER_OPTIONS, ExistingRabbitMQ
 
 
 class RabbitMQSystem(System):
@@ -56,11 +60,35 @@ class RabbitMQSystem(System):
         super().__init__(ctx, options)
         db_opts, q_opts = self.split_options(options)
         db_opts.setdefault("base", ctx.data_base)
-        self.db = RabbitMQ(ctx.nodes, RabbitMQOptions(**db_opts))
-        self.options = RabbitQueueOptions(
-            user=self.db.opts.user, password=self.db.opts.password, **q_opts
-        )
+        if ctx.existing:
+            self._existing(ctx, db_opts, q_opts)
+        else:
+            self.db = RabbitMQ(ctx.nodes, RabbitMQOptions(**db_opts))
+            self.options = RabbitQueueOptions(
+                user=self.db.opts.user, password=self.db.opts.password, **q_opts
+            )
         self.queue = self.options.queue
+
+    def _existing(self, ctx: RunContext, db_opts: dict, q_opts: dict) -> None:
+        """Their users, their settings; a queue of the test's own."""
+        self.refuse_broker_options(db_opts, BROKER_OPTIONS)
+        if q_opts.get("queue_type") == "mirrored":
+            raise OptionError(
+                "--queue-type mirrored: mirroring is a policy the tool would have to set on "
+                "an existing cluster; it changes nothing there but its own queue"
+            )
+        cred = ctx.existing.credentials
+        if not {"user", "password"} <= set(cred):
+            raise OptionError(
+                "the cluster file's [existing] needs 'user' and 'password' for RabbitMQ's clients"
+            )
+        q_opts.setdefault(
+            "queue", f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+        )
+        self.options = RabbitQueueOptions(**cred, **q_opts)
+        self.db = ExistingRabbitMQ(
+            ctx.nodes, ctx.existing, RabbitMQOptions(**db_opts), self.options
+        )
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> RabbitMQ:
@@ -74,22 +102,44 @@ class RabbitMQSystem(System):
 
     def config(self) -> dict[str, Any]:
         q = self.options
+        # an existing cluster's settings as its nodes report them (after setup)
+        found = getattr(self.db, "settings", {})
         return {
             **self.sink_config(),
+            "queue": q.queue,
             "queue_type": q.queue_type,
             "confirms": q.confirms,
             "ack": q.ack,
-            "partition_handling": self.db.opts.partition_handling,
-            "net_ticktime": self.db.opts.net_ticktime,
+            "partition_handling": found.get("partition_handling", self.db.opts.partition_handling),
+            "net_ticktime": found.get("net_ticktime", self.db.opts.net_ticktime),
+            **({"settings": "read from the brokers"} if found else {}),
         }
 
     def record(self) -> dict[str, Any]:
-        return {**self.config(), "db": asdict(self.db.opts) | {"password": "***"}}
+        return {
+            **self.config(),
+            "db": asdict(self.db.opts) | {"password": "***"},
+            **self.existing_record(),
+        }
 
     def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
+        if self.ctx.existing:
+            host, port = self.db.address(node)
+        else:
+            host, port = node.spec.host, PORT
         return RabbitQueueClient(
-            node.name, node.spec.host, self.options, deadline=self.ctx.op_timeout, sink=sink
+            node.name, host, self.options, deadline=self.ctx.op_timeout, sink=sink, port=port
         )
+
+    def cleanup(self) -> None:
+        if not self.ctx.existing:
+            return
+        client = self.new_client(self.ctx.nodes[0])
+        client.open()
+        try:
+            client.ch.queue_delete(self.queue)
+        finally:
+            client.close()
 
     def prepare(self) -> None:
         if self.options.queue_type == "mirrored":

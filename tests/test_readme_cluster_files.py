@@ -1,0 +1,32 @@
+"""The README's cluster file examples load as they are written (and the
+existing cluster's one says what the README says of it)."""
+
+import re
+from pathlib import Path
+
+from harness.nodes.clusterfile import load_cluster_file, load_existing
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def examples() -> list[str]:
+    return re.findall(r"```toml\n(.*?)```", README.read_text(), re.S)
+
+
+def test_every_cluster_file_in_the_readme_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # its key = "~/.ssh/id_ed25519"
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_ed25519").write_text("k")
+    found = examples()
+    assert len(found) >= 2
+    kinds = []
+    for i, text in enumerate(found):
+        path = tmp_path / f"example{i}.toml"
+        path.write_text(text)
+        assert len(load_cluster_file(path)) == 3
+        kinds.append(load_existing(path))
+    existing = [e for e in kinds if e is not None]
+    assert len(existing) == 1 and existing[0].system == "kafka"
+    k1 = existing[0].nodes["k1"]
+    assert k1.commands["kill"] == "systemctl kill --kill-whom=main --signal=SIGKILL kafka"
+    assert (k1.client_host, k1.client_port, k1.logs) == ("10.0.0.11", 9092, ["/var/log/kafka"])

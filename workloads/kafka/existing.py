@@ -1,0 +1,67 @@
+"""A Kafka cluster someone else runs (`[existing]` in the cluster file): its
+brokers keep their configuration and data; the test makes its own topic
+(broker defaults for everything but partitions and replication), reads the
+settings the claims rest on back from the brokers, and deletes the topic
+and its consumer group at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.nodes.existing import Existing
+from harness.nodes.remote import Remote
+
+from ..existing import CommandLifecycle
+from .admin import unfenced_brokers
+from .db import KafkaOptions
+
+# Options that configure brokers the tool runs itself; an existing cluster's
+# are its own, read from it.
+BROKER_OPTIONS = ("min_insync_replicas", "unclean_leader_election", "heap", "version", "kafka_home")
+
+
+class ExistingKafka(CommandLifecycle):
+    name = "kafka"
+
+    def __init__(self, nodes: list[Remote], existing: Existing, opts: KafkaOptions):
+        super().__init__(nodes, existing)
+        self.opts = opts
+        self.broker_ids: list[int] | None = None  # as found at setup, expected after faults
+        self.settings: dict[str, Any] = {}  # the test topic's, read from the brokers
+
+    def bootstrap(self, node: Remote | None = None) -> str:
+        """The cluster file's client address of one node, or of all."""
+        chosen = [node] if node else self.nodes
+        return ",".join(self.existing.nodes[n.name].client for n in chosen)
+
+    def topic_replication(self) -> int:
+        return min(self.opts.replication_factor, len(self.broker_ids or self.nodes))
+
+    def topic_configs(self) -> dict[str, str]:
+        return {}  # the brokers' own defaults apply, and are read back
+
+    def setup(self) -> None:
+        """Nothing is configured or started: the cluster must already serve."""
+        self.await_cluster()
+
+    def await_cluster(self, timeout: float | None = None) -> None:
+        """Until every node answers and lists the brokers it listed at setup
+        (at least one per node) unfenced."""
+
+        def check() -> str | None:
+            seen = {n.name: unfenced_brokers(self.bootstrap(n)) for n in self.nodes}
+            silent = [name for name, ids in seen.items() if not ids]
+            if silent:
+                return f"no answer from {', '.join(silent)} ({self.bootstrap()})"
+            if len({tuple(ids) for ids in seen.values()}) != 1:
+                return f"the nodes list different brokers: {seen}"
+            ids = next(iter(seen.values()))
+            if self.broker_ids is None:
+                if len(ids) < len(self.nodes):
+                    return f"{len(ids)} brokers unfenced for {len(self.nodes)} nodes: {seen}"
+                self.broker_ids = ids
+            elif ids != self.broker_ids:
+                return f"brokers {self.broker_ids} expected unfenced; seen {seen}"
+            return None
+
+        self.await_serving(check, "the existing Kafka cluster", timeout or self.opts.ready_timeout)
