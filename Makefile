@@ -12,8 +12,13 @@ BIN := $(VENV)/bin
 LOGS := .state/logs
 # Debian packages the project drives: a JRE for Spark and Kafka, maven to fetch
 # Kafka's jars, sshd + iptables + iproute2 for the namespace cluster, RabbitMQ,
-# chromium to test report.html as a person sees it, PostgreSQL for --sink-db postgres.
-APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql
+# chromium to test report.html as a person sees it, PostgreSQL for --sink-db postgres,
+# docker.io (dockerd, containerd, runc, tini as docker-init) and mmdebstrap for
+# --driver docker: the tests run a private daemon on their own socket, and the node
+# image is built from Debian's mirror with mmdebstrap, no registry needed. On a
+# machine with systemd the package's own daemon is masked before it installs: it
+# would set the host's iptables FORWARD policy to DROP and cut the namespace cluster.
+APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql docker.io mmdebstrap
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
@@ -29,6 +34,9 @@ APT_INSTALL = missing=$$(for p in $(APT_PACKAGES); do \
 	if [ -n "$$missing" ]; then \
 	    echo "installing $$missing"; \
 	    export DEBIAN_FRONTEND=noninteractive; \
+	    if echo "$$missing" | grep -qw docker.io && [ -d /run/systemd/system ]; then \
+	        systemctl mask docker.service docker.socket; \
+	    fi; \
 	    apt-get update && apt-get install -y --no-install-recommends $$missing; \
 	fi
 

@@ -33,6 +33,8 @@ from harness.history import (
     sidecar,
 )
 from harness.history.contract import (
+    MESSAGE_FS,
+    VALUE_FS,
     check_line,
     line_problem,
     loads,
@@ -56,8 +58,9 @@ class HistoryFacts:
     effects_ops: int = 0
     drains_invoked: int = 0
     drains_ok: int = 0
-    # Client ops that mention a message with a known offset (Kafka, streams),
-    # and txns that completed ok: whether the offset checks have work to do.
+    # Client message ops (MESSAGE_FS) that mention a message with a known
+    # offset (Kafka, streams), and txns that completed ok: whether the offset
+    # checks have work to do.
     offset_ops: int = 0
     ok_txns: int = 0
 
@@ -117,7 +120,7 @@ class LoadedHistory:
             .when(f == "txn", txn_msgs)
             .otherwise(F.coalesce(v["msgs"], _empty(_MSGS)))
         )
-        kinds = ("send", "receive", "drain", "txn", *markers)
+        kinds = (*MESSAGE_FS, *markers)
         wanted = F.col("is_client") & ~F.col("bad") & f.isin(*kinds)
         mop = F.when(f == "txn", F.col("m.key")).alias("mop")
         # posexplode_outer: a marker's null array still yields its one row;
@@ -142,18 +145,17 @@ def _json_ops(spark: SparkSession, p: Path) -> DataFrame:
 
 
 def _sidecar_offset_ops(spark: SparkSession, files: dict[str, Path]) -> int:
-    """1 if any message of the sidecar has an offset, else 0. Cheap: Parquet
-    statistics skip row groups whose offsets are all null."""
+    """1 if any message of a message op (MESSAGE_FS) in the sidecar has an
+    offset, else 0: as in `_has_offset`, rows of other fs (which older
+    writers kept) never count. Cheap: Parquet statistics skip row groups
+    whose offsets are all null."""
     msgs = spark.read.parquet(str(files["msgs"]))
-    return msgs.filter(F.col("offset").isNotNull()).limit(1).count()
+    positioned = F.col("offset").isNotNull() & F.col("f").isin(*MESSAGE_FS)
+    return msgs.filter(positioned).limit(1).count()
 
 
 def _jsonl_occurrences(ops: DataFrame) -> DataFrame:
-    wanted = (
-        F.col("is_client")
-        & ~F.col("bad")
-        & F.col("f").isin("send", "receive", "drain", "txn", "effects")
-    )
+    wanted = F.col("is_client") & ~F.col("bad") & F.col("f").isin(*VALUE_FS)
     return (
         ops.filter(wanted)
         .select("index", F.explode(occurrences()).alias("e"))
@@ -333,8 +335,11 @@ def occurrences() -> Column:
 
 
 def _has_offset(ops: DataFrame) -> Column:
-    """Whether an op mentions a message with an offset (false where `ops` has
-    no values: the sidecar answers that from its own columns)."""
+    """Whether a message op (MESSAGE_FS: send, receive, drain, txn; any type)
+    mentions a message with an offset. Any other f's value is free (an
+    assign, a log line, a crash marker may hold `msgs` with offsets): it
+    never turns the offset checks on. False where `ops` has no values: the
+    sidecar answers that from its own columns (`_sidecar_offset_ops`)."""
     if "value" not in ops.columns:
         return F.lit(False)
     f, v = F.col("f"), F.col("value")
@@ -343,7 +348,8 @@ def _has_offset(ops: DataFrame) -> Column:
     txn = F.array_max(
         F.flatten(F.transform(v["mops"], lambda m: F.coalesce(m["msgs"]["offset"], _empty())))
     ).isNotNull()
-    return F.coalesce(F.when(f == "txn", txn).otherwise(plain), F.lit(False))
+    has = F.when(f == "txn", txn).when(f.isin(*MESSAGE_FS), plain)
+    return F.coalesce(has, F.lit(False))
 
 
 def _dec(name: str) -> Column:
@@ -463,7 +469,7 @@ def _checked(rows: DataFrame) -> DataFrame:
         & (c("node").isNull() | string("node"))
         & (c("error").isNull() | string("error"))
     )
-    core = c("f").isin(*PAIRED_FS, "effects")
+    core = c("f").isin(*VALUE_FS)
     value_ok = is_nem | ~core | (~c("corrupt") & _value_ok())
     good = c("whole") & required & value_ok
     return typed.select(
@@ -751,9 +757,10 @@ def _sidecar_facts(ops: DataFrame) -> dict | None:
             F.count(F.lit(1)).alias("n"),
             F.min("index").alias("min_index"),
             F.max("index").alias("max_index"),
-            F.sum(_dec("index")).alias("sum_index"),
-            # decimal: the sum of squares of 10^8 indexes overflows a long
-            F.sum(_dec("index") * _dec("index")).alias("sum_sq_index"),
+            # decimal: the sum of squares of 10^8 indexes overflows a long;
+            # try_: a sum beyond even that is null (so wrong), not a failure
+            F.try_sum(_dec("index")).alias("sum_index"),
+            F.try_sum(_dec("index") * _dec("index")).alias("sum_sq_index"),
             _count_if(F.col("pairing_bad")).alias("pairing_bad"),
             *_fact_aggs(),
         )

@@ -42,10 +42,12 @@ or ended info do not place a message.
                       `failed`) read by an ok receive, drain or ok txn
     G0, G1c           cycles among ok txns of ww edges only (G0), or of ww
                       and wr edges with at least one wr (G1c); one cycle is
-                      reported per strongly connected component. ww: the
+                      reported per strongly connected component. ww: every
                       txn whose send was acknowledged at offset o precedes
-                      the txn of the next txn-written offset of the
-                      partition; wr: writer precedes reader (ok txns only).
+                      every txn of the next txn-written offset of the
+                      partition (txns acknowledged at one offset, an
+                      inconsistent-offsets, are not ordered between
+                      themselves); wr: writer precedes reader (ok txns only).
                       Note: Kafka txns writing one partition concurrently
                       interleave offsets, which is a ww cycle; Jepsen infers
                       ww edges only on request and always allows G0.
@@ -361,8 +363,11 @@ def sequences(r: DataFrame, log: DataFrame) -> DataFrame:
 
 def txn_edges(r: DataFrame, log: DataFrame) -> DataFrame:
     """Rows named "edge": ok txn -> ok txn, wr from a write to its reads, ww
-    from a txn's write to the next txn write in its partition's offset order
-    (as the sends acknowledged it), with one witness message each."""
+    from every txn that wrote at an offset to every txn that wrote at the
+    next txn-written offset of its partition (as the sends acknowledged
+    them), with one witness message each (the later write). Txns tied at
+    one offset get no edge between them: nothing orders them, and the tie
+    is an inconsistent-offsets already."""
     role, is_txn = c("role"), c("f") == "txn"
     writes = r.filter(is_txn & (role == ACK)).select("id", c("index").alias("w"))
     reads = r.filter(is_txn & (role == DELIVER)).select("id", "queue", "partition", "index")
@@ -378,14 +383,26 @@ def txn_edges(r: DataFrame, log: DataFrame) -> DataFrame:
             "partition",
         )
     )
-    # log is partitioned by (queue, partition) already: no shuffle here.
-    order = Window.partitionBy("queue", "partition").orderBy("offset", "index", "pos")
-    ww = (
+    # The txns at each txn-written offset, then each offset's txns against
+    # the next offset's. log is partitioned by (queue, partition) already:
+    # neither the grouping nor the window shuffles.
+    at = (
         log.filter(is_txn & (role == ACK))
-        .select("*", F.lead(F.struct("index", "id")).over(order).alias("n"))
-        .filter(c("n").isNotNull() & (c("n.index") != c("index")))
+        .groupBy("queue", "partition", "offset")
+        .agg(
+            F.collect_set("index").alias("srcs"),
+            F.collect_set(F.struct("index", "id")).alias("dsts"),
+        )
+    )
+    order = Window.partitionBy("queue", "partition").orderBy("offset")
+    ww = (
+        at.select("queue", "partition", "srcs", F.lead("dsts").over(order).alias("next"))
+        .filter(c("next").isNotNull())
+        .select("queue", "partition", "next", F.explode("srcs").alias("src"))
+        .select("queue", "partition", "src", F.explode("next").alias("n"))
+        .filter(c("src") != c("n.index"))
         .select(
-            c("index").alias("src"),
+            "src",
             c("n.index").alias("dst"),
             F.lit("ww").alias("kind"),
             c("n.id").alias("id"),

@@ -96,6 +96,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Stored runs against the first (the baseline): 0 PASS, 1 FAIL, 2 could not decide."""
+    from reports.compare import compare_runs, print_comparison
+
+    names = args.names.split(",") if args.names else None
+    cmp = compare_runs(args.runs, names=names, out=args.out)
+    print_comparison(cmp, _out())
+    return cmp.exit_code
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from checkers.load import history_path
     from harness.history import sidecar
@@ -129,12 +139,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    """up | down | status of the local namespace cluster."""
+    """up | down | status of the local cluster (--driver: namespaces or Docker containers)."""
     from harness.nodes.remote import Remote
 
     where = NodeOptions(**given(args, NodeOptions))
-    cluster = where.local_cluster()
     out = _out()
+    cluster = where.cluster(say=out.print)
     if args.action == "up":
         from harness.runner import stop_leftovers
 
@@ -158,18 +168,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     """One run against a real cluster: faults, history, verdict."""
-    from checkers.job import UsageError
     from harness.runner import Interrupted, Run
     from reports.console import print_verdict
 
-    run_opts = given(args, RunOptions)
-    system = SYSTEMS[run_opts.get("system", _default(RunOptions, "system"))]
-    # Each system gets its own options only; another system's flag is an error.
-    for other in SYSTEMS.values():
-        for flag in sorted(other.flags() - system.flags()):
-            if hasattr(args, flag.lstrip("-").replace("-", "_")):
-                raise UsageError(f"{flag}: an option of --system {other.name}, not {system.name}")
-    opts = RunOptions(**run_opts, system_options=system.options_given(args))
+    opts = _run_options(args)
     out = _out()
     try:
         run, doc = Run(opts, out).execute()
@@ -184,12 +186,49 @@ def cmd_test(args: argparse.Namespace) -> int:
     return EXIT[doc["valid"]]
 
 
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    """A run's options from `test`'s flags (and `gate`'s, which are the same)."""
+    from checkers.job import UsageError
+
+    run_opts = given(args, RunOptions)
+    system = SYSTEMS[run_opts.get("system", _default(RunOptions, "system"))]
+    # Each system gets its own options only; another system's flag is an error.
+    for other in SYSTEMS.values():
+        for flag in sorted(other.flags() - system.flags()):
+            if hasattr(args, flag.lstrip("-").replace("-", "_")):
+                raise UsageError(f"{flag}: an option of --system {other.name}, not {system.name}")
+    return RunOptions(**run_opts, system_options=system.options_given(args))
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """A, B and A rolled to B under the same test; compared: PASS 0, FAIL 1, else 2."""
+    from harness.gate import GateOptions, run_gate
+    from harness.runner import Interrupted
+    from reports.compare import compare_runs, print_comparison
+
+    gate = GateOptions(**given(args, GateOptions))
+    base = _run_options(args)
+    out = _out()
+    try:
+        dirs = run_gate(base, gate, out)
+    except Interrupted as e:
+        err.print(f"interrupted; what ran is kept, the last history in {e}")
+        return 2
+    if any(d is None for d in dirs):
+        err.print("error: a gate run failed; nothing to compare (see above)")
+        return 2
+    cmp = compare_runs(dirs, names=[d.parent.name for d in dirs])
+    print_comparison(cmp, out)
+    return cmp.exit_code
+
+
 def _default(cls: type, name: str) -> Any:
     return next(default_of(f) for f in fields(cls) if f.name == name)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from harness.demo import DemoOptions
+    from harness.gate import GateOptions
     from harness.matrix import MatrixOptions
 
     ap = argparse.ArgumentParser(
@@ -221,11 +260,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free one)")
     p.set_defaults(func=cmd_serve)
 
+    p = sub.add_parser(
+        "compare", help="compare stored runs with the first (a baseline): PASS, FAIL, undecided"
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories; the first is A")
+    p.add_argument(
+        "--out",
+        help="directory for compare.html, junit.xml, compare.json (default: "
+        "<store>/compare/<time>/ when the runs are in one store, else the current directory)",
+    )
+    p.add_argument("--names", help="comma-separated names of the runs (default: test/time)")
+    p.set_defaults(func=cmd_compare)
+
     p = sub.add_parser("index", help="build the columnar sidecar of a history (faster re-checks)")
     p.add_argument("path")
     p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("cluster", help="the local namespace cluster: up, down, status")
+    p = sub.add_parser(
+        "cluster", help="the local cluster (namespaces, or --driver docker): up, down, status"
+    )
     p.add_argument("action", choices=["up", "down", "status"])
     add_arguments(p, NodeOptions, skip=("cluster_file",))
     p.set_defaults(func=cmd_cluster)
@@ -235,6 +288,15 @@ def build_parser() -> argparse.ArgumentParser:
     for system in SYSTEMS.values():
         system.add_arguments(p)
     p.set_defaults(func=cmd_test)
+
+    p = sub.add_parser(
+        "gate", help="may we upgrade? the same test on A, on B, and rolling A to B, compared"
+    )
+    add_arguments(p, GateOptions)
+    add_arguments(p, RunOptions)
+    for system in SYSTEMS.values():
+        system.add_arguments(p)
+    p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("demo", help="the main job on the embedded default")
     add_arguments(p, DemoOptions)

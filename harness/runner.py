@@ -34,6 +34,7 @@ from nemesis.iptables import heal_leftovers
 from nemesis.registry import FAULTS
 from nemesis.registry import help_text as faults_help
 from nemesis.schedule import Schedule
+from nemesis.upgrade import RollingUpgrade
 from workloads.client import NEXT_OP, Client, describe
 from workloads.db import DBError
 from workloads.registry import SYSTEMS
@@ -251,6 +252,7 @@ class Run:
         self.stats: dict[str, Any] = {}
         self.gen: QueueOps | None = None
         self.sink: Sink | None = None
+        self.upgrade: RollingUpgrade | None = None
 
     # -- the whole run ----------------------------------------------------
     def execute(self) -> tuple[Path, dict[str, Any] | None]:
@@ -318,6 +320,13 @@ class Run:
                 opts.seed,
             )
             schedule.setup()
+            if system.rolls_upgrade():
+                self.upgrade = RollingUpgrade(
+                    system.db,
+                    schedule,
+                    start_after=min(opts.nemesis_interval, opts.time_limit / 4),
+                    sync_timeout=opts.recovery_timeout,
+                )
             self.progress.phase(
                 f"main phase: {opts.time_limit:.0f} s, concurrency {opts.concurrency}, "
                 f"nemesis {', '.join(opts.nemesis) or 'none'}"
@@ -369,12 +378,16 @@ class Run:
         gen.begin()
         interp.start()
         schedule.start()
+        if self.upgrade:
+            self.upgrade.start()
 
         def status() -> str:
             c = interp.counts
             f = "txn" if gen.txn else "send"
             rate = interp.acked / max(gen.elapsed(), 1e-9)
             faults = ", ".join(sorted(schedule.active_names)) or "none"
+            if self.upgrade:
+                faults += f" | {self.upgrade.progress()}"
             return (
                 f"main {gen.elapsed():5.0f}/{gen.time_limit:.0f} s | "
                 f"{f} ok {c[(f, 'ok')]} fail {c[(f, 'fail')]} info {c[(f, 'info')]} | "
@@ -383,7 +396,14 @@ class Run:
             )
 
         self.progress.running(status)
-        while not gen.done():
+        # A rolling upgrade happens during the main phase: while it is under
+        # way the phase goes on (load and faults), up to a bound.
+        steps = len(self.upgrade.db.nodes) + 1 if self.upgrade else 0
+        longest = gen.time_limit + self.opts.recovery_timeout * steps
+        while True:
+            self._extend_for_upgrade(gen, longest)
+            if gen.done():
+                break
             time.sleep(0.25)
             self.progress.tick()
         self.progress.tick()
@@ -395,6 +415,14 @@ class Run:
         self.stats["acknowledged-per-second"] = round(interp.acked / elapsed, 1)
         # Cores the harness itself used: near 1.0 would mean Python, not the broker, is the limit.
         self.stats["harness-cpu-cores"] = round((time.process_time() - cpu0) / elapsed, 2)
+
+    def _extend_for_upgrade(self, gen: QueueOps, longest: float) -> None:
+        """Keeps the phase's end ahead of the clock while the upgrade goes on."""
+        up = self.upgrade
+        if up and not up.done.is_set() and gen.time_limit - gen.elapsed() < 2:
+            if gen.time_limit < longest:
+                gen.time_limit = min(longest, gen.elapsed() + 2.0)
+                self.stats["main-phase-extended-for-upgrade"] = True
 
     def _stop_clients(self, interp: Interpreter) -> None:
         """No new ops; in-flight ones finish (or hit their deadline); clients close,
@@ -409,6 +437,10 @@ class Run:
         """Heal, recover, drain. With a sink the consumers keep processing through
         the recovery until nothing more arrives, and the sink is read at the end."""
         opts = self.opts
+        if self.upgrade and not self.upgrade.done.is_set():
+            # the rolling upgrade finishes under the same load and faults first
+            self.progress.phase("final phase: the rolling upgrade finishes")
+            self.upgrade.wait(opts.recovery_timeout * (len(nodes) + 1))
         if not self.sink:
             self.progress.phase("final phase: stopping clients")
             self._stop_clients(interp)
@@ -472,6 +504,8 @@ class Run:
     def _teardown(self, run, history, nodes, system, schedule, interp) -> None:
         """Always runs, survives its own failures, keeps what was recorded."""
         steps: list[tuple[str, Callable[[], None]]] = []
+        if self.upgrade:
+            steps.append(("stop the rolling upgrade", self.upgrade.stop))
         if interp:
             steps.append(("stop clients", lambda: self._stop_clients(interp)))
         if schedule:

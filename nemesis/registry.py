@@ -8,6 +8,7 @@ from .client_crash import ClientCrashNemesis
 from .loss import LossNemesis
 from .partition import PartitionNemesis
 from .process import KillNemesis, PauseNemesis
+from .upgrade import COLOURS as UPGRADE_COLOURS
 
 FAULTS: dict[str, type[Nemesis]] = {
     f.name: f
@@ -17,3 +18,7 @@ FAULTS: dict[str, type[Nemesis]] = {
 
 def help_text() -> str:
     return "; ".join(f"{name}: {f.summary}" for name, f in FAULTS.items())
+
+
+# Shading of every nemesis activity in report.html: the faults' and a rolling upgrade's steps.
+COLOURS: dict[str, str] = {**{name: f.colour for name, f in FAULTS.items()}, **UPGRADE_COLOURS}

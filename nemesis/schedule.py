@@ -11,6 +11,7 @@ import functools
 import logging
 import random
 import threading
+import time
 from typing import Any
 
 from harness.history import NEMESIS, HistoryWriter
@@ -36,7 +37,7 @@ class Schedule:
         self.stop_event = threading.Event()
         self.active_names: set[str] = set()  # for the progress display
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
-        self._lock = threading.Lock()  # one fault action at a time
+        self.lock = threading.Lock()  # one fault action (or upgrade step) at a time
 
     def setup(self) -> None:
         for fault in self.faults:
@@ -63,19 +64,31 @@ class Schedule:
         while True:
             yield from self.rng.sample(self.faults, len(self.faults))
 
+    def _wait_after(self, began: float) -> bool:
+        """Waits out the interval since an action `began`: the time the action
+        took (an SSH round trip, a lock held by an upgrade step) is taken off,
+        so the faults keep their rhythm and a short run still sees every kind;
+        but never less than half an interval, so a fault never lands on the
+        heels of a slow one. True when the schedule was stopped meanwhile."""
+        took = time.monotonic() - began
+        return self.stop_event.wait(max(self.interval - took, self.interval / 2))
+
     def _run(self) -> None:
         order = self._order()
-        while not self.stop_event.wait(self.interval):
+        began = time.monotonic()
+        while not self._wait_after(began):
             fault = next(order)
-            with self._lock:
+            began = time.monotonic()
+            with self.lock:
                 if self.stop_event.is_set():
                     return
                 self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
                 if not fault.instant:
                     self.active_names.add(fault.name)
-            if fault.instant or self.stop_event.wait(self.interval):
+            if fault.instant or self._wait_after(began):
                 continue
-            with self._lock:
+            began = time.monotonic()
+            with self.lock:
                 self._stop(fault)
 
     def _stop(self, fault: Nemesis) -> None:
@@ -86,7 +99,7 @@ class Schedule:
     def heal(self) -> None:
         """The final phase: no new faults; stop every active one, recorded."""
         self.stop_event.set()
-        with self._lock:
+        with self.lock:
             for fault in self.faults:
                 self._stop(fault)
         if self._thread.is_alive():

@@ -18,14 +18,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
 from checkers.exercise import describe  # noqa: E402
-from nemesis.registry import FAULTS  # noqa: E402
+from nemesis.registry import COLOURS as NEMESIS_COLOURS  # noqa: E402
 
 from .console import held_word  # noqa: E402
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
 REPORT_FILE = "report.html"
 COLOURS = {"ok": "#2e7d32", "fail": "#c62828", "info": "#f9a825"}
-FAULT_COLOURS = {name: fault.colour for name, fault in FAULTS.items()}
+FAULT_COLOURS = NEMESIS_COLOURS  # faults and upgrade steps
 # The CSS class of each word held_word says.
 WORD_CLASS = {
     "held": "held",
@@ -147,8 +147,22 @@ def outcome_plot(counts: dict[str, int]) -> str:
     return _svg(fig)
 
 
-def _e(x: Any) -> str:
+def escape(x: Any) -> str:
+    """Any value as HTML text; quotes too, as values also land in attributes."""
     return html.escape(str(x))
+
+
+_e = escape
+
+
+def page(title: str, body: str, css: str = "") -> str:
+    """A self-contained page in the report's look (plus `css`): inline CSS,
+    nothing loaded from elsewhere (report.html, compare.html)."""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
+<style>{CSS}{css}</style></head><body>
+{body}</body></html>
+"""
 
 
 def _verdict_table(doc: dict[str, Any]) -> str:
@@ -254,10 +268,9 @@ def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData)
         for k in ("system", "config", "claims", "nemesis", "time_limit", "concurrency", "nodes")
         if k in test
     }
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>queuecheck: {_e(name)}</title>
-<style>{CSS}</style></head><body>
-<h1>queuecheck: {_e(name)}</h1>
+    return page(
+        f"queuecheck: {name}",
+        f"""<h1>queuecheck: {_e(name)}</h1>
 <p class="sub">{_e(run)} · {_e(test.get("started", ""))}</p>
 <h2>Verdict</h2>
 <span class="verdict {verdict}" id="overall">{verdict}</span>{_hollow_note(doc)}
@@ -276,8 +289,8 @@ def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData)
 <table><tr><th>fault</th><th>start (s)</th><th>end (s)</th><th>what</th></tr>{faults}</table>
 <h2>Anomalies</h2>{anomalies}
 <h2>Cited history lines</h2>{ops or "<p>None.</p>"}
-</body></html>
-"""
+""",
+    )
 
 
 def write_report(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> Path:

@@ -1,5 +1,11 @@
-"""`queuecheck serve`: the store over HTTP on localhost, with an index of
-runs (name, time, verdict) linking to each report."""
+"""`queuecheck serve`: the store over HTTP on localhost. The index groups the
+runs by test, the test whose last run is newest first; each test shows its
+verdict history as a row of coloured cells (green valid, red violated, grey
+unknown, newest first, each linking to that run's report) and its runs, each
+with a link "compare with previous" to `/compare?a=<previous run>&b=<run>`,
+a comparison (reports/compare.py) rendered on the fly. `/compare` takes only
+run directories inside the store (`<test>/<time>/` with a test.json, paths
+relative to the store): anything else is 400 or 404."""
 
 from __future__ import annotations
 
@@ -7,10 +13,18 @@ import html
 import json
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from itertools import groupby
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
+STYLE = (
+    "body{font-family:system-ui;margin:2em}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;"
+    "text-align:left}.VALID{color:#2e7d32}.INVALID{color:#c62828}.UNKNOWN{color:#b26a00}"
+    ".cells{display:flex;gap:3px;margin:.4em 0}.cell{display:inline-block;width:1.1em;"
+    "height:1.1em;border-radius:2px;background:#e0e0e0}.cell.VALID{background:#2e7d32}"
+    ".cell.INVALID{background:#c62828}.cell.UNKNOWN{background:#9e9e9e}"
+)
 
 
 def runs(store: Path) -> list[dict]:
@@ -21,7 +35,10 @@ def runs(store: Path) -> list[dict]:
         if run.is_symlink():
             continue
         results = run / "results.json"
-        valid = json.loads(results.read_text()).get("valid") if results.exists() else None
+        try:
+            valid = json.loads(results.read_text()).get("valid") if results.exists() else None
+        except (OSError, ValueError, AttributeError):
+            valid = "unknown"  # a broken results.json is no verdict
         out.append(
             {
                 "name": run.parent.name,
@@ -34,43 +51,123 @@ def runs(store: Path) -> list[dict]:
     return sorted(out, key=lambda r: r["time"], reverse=True)
 
 
-def _row(r: dict) -> str:
+def by_test(store: Path) -> list[tuple[str, list[dict]]]:
+    """The runs grouped by test, each group newest first, the group whose
+    last run is newest first."""
+    ordered = sorted(runs(store), key=lambda r: r["name"])
+    groups = [(name, list(rs)) for name, rs in groupby(ordered, key=lambda r: r["name"])]
+    return sorted(groups, key=lambda g: g[1][0]["time"], reverse=True)
+
+
+def _href(r: dict, file: str) -> str:
+    return html.escape(f"{quote(r['path'])}/{file}")
+
+
+def _cell(r: dict) -> str:
+    """A run's verdict as a coloured cell linking to its report."""
+    target = "report.html" if r["report"] else "results.json"
+    title = html.escape(f"{r['time']}: {r['verdict']}")
+    cls = html.escape(r["verdict"]) if r["verdict"] in VERDICT.values() else ""
+    return f"<a class='cell {cls}' href='{_href(r, target)}' title='{title}'></a>"
+
+
+def _row(r: dict, previous: dict | None) -> str:
     """One run's row: every name and path escaped (a test name is the user's)."""
     e = html.escape  # quotes too: values also land in attributes
-    href = e(quote(r["path"]))
     links = [("report.html", "report")] if r["report"] else []
     links += [("results.json", "results"), ("history.jsonl", "history")]
+    parts = [f"<a href='{_href(r, f)}'>{label}</a>" for f, label in links]
+    if previous:
+        query = e(urlencode({"a": previous["path"], "b": r["path"]}))
+        parts.append(f"<a class='compare' href='/compare?{query}'>compare with previous</a>")
     return (
-        f"<tr><td>{e(r['name'])}</td><td>{e(r['time'])}</td>"
-        f"<td class='{e(r['verdict'])}'>{e(r['verdict'])}</td><td>"
-        + " · ".join(f"<a href='{href}/{f}'>{label}</a>" for f, label in links)
-        + "</td></tr>"
+        f"<tr><td>{e(r['time'])}</td><td class='{e(r['verdict'])}'>{e(r['verdict'])}</td>"
+        f"<td>{' · '.join(parts)}</td></tr>"
+    )
+
+
+def _previous(rs: list[dict], i: int) -> dict | None:
+    """The run to compare run i with: the next older checked run of its test
+    (None when run i itself is not checked)."""
+    checked = [r for r in rs[i:] if r["verdict"] != "not checked"]
+    return checked[1] if len(checked) > 1 and checked[0] is rs[i] else None
+
+
+def _test(name: str, rs: list[dict]) -> str:
+    rows = "".join(_row(r, _previous(rs, i)) for i, r in enumerate(rs))
+    return (
+        f"<section class='test'><h2>{html.escape(name)}</h2>"
+        f"<div class='cells' title='verdicts, newest first'>{''.join(map(_cell, rs))}</div>"
+        f"<table class='runs'><tr><th>time</th><th>verdict</th><th></th></tr>{rows}</table>"
+        "</section>"
     )
 
 
 def index_page(store: Path) -> str:
-    rows = "".join(_row(r) for r in runs(store))
+    tests = "".join(_test(name, rs) for name, rs in by_test(store))
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>queuecheck runs</title>"
-        "<style>body{font-family:system-ui;margin:2em}td,th{padding:.3em .8em;"
-        "border-bottom:1px solid #ddd}.VALID{color:#2e7d32}.INVALID{color:#c62828}"
-        ".UNKNOWN{color:#b26a00}</style></head><body><h1>queuecheck runs</h1>"
-        "<table id='runs'><tr><th>test</th><th>time</th><th>verdict</th><th></th></tr>"
-        f"{rows}</table></body></html>"
+        f"<style>{STYLE}</style></head><body><h1>queuecheck runs</h1>"
+        f"<div id='runs'>{tests or '<p>No runs yet.</p>'}</div></body></html>"
     )
+
+
+def run_in_store(store: Path, rel: str) -> Path | None:
+    """The run directory `rel` names, if it is one of the store's runs
+    (`<test>/<time>/` holding a test.json, links resolved); else None."""
+    root = store.resolve()
+    try:
+        path = (root / rel).resolve()
+        ok = path.parent.parent == root and (path / "test.json").is_file()
+    except (OSError, ValueError):  # a NUL byte, a loop of links
+        return None
+    return path if ok else None
+
+
+def compare_page(store: Path, query: str) -> tuple[int, str]:
+    """`/compare?a=<run>&b=<run>[&b=...]`: (HTTP status, page)."""
+    from .compare import CompareError, compare
+    from .compare_html import render
+
+    q = parse_qs(query)
+    if len(q.get("a", [])) != 1 or not q.get("b"):
+        return 400, "give a=<run> once and b=<run> (paths relative to the store)"
+    rels = [q["a"][0], *q["b"]]
+    dirs = [run_in_store(store, rel) for rel in rels]
+    if None in dirs:
+        bad = rels[dirs.index(None)]
+        return 404, f"{bad}: not a run directory of this store"
+    try:
+        cmp = compare(dirs, names=rels)
+    except CompareError as e:
+        return 404, str(e).replace(str(store.resolve()) + "/", "")
+    links = [
+        f"/{quote(rel)}/report.html" if (d / "report.html").is_file() else None
+        for rel, d in zip(rels, dirs, strict=True)
+    ]
+    return 200, render(cmp.to_dict(), links)
 
 
 class StoreHandler(SimpleHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if self.path in ("/", "/index.html"):
-            body = index_page(Path(self.directory)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            return
-        super().do_GET()
+        url = urlsplit(self.path)
+        if url.path in ("/", "/index.html"):
+            self._send(200, index_page(Path(self.directory)))
+        elif url.path == "/compare":
+            status, page = compare_page(Path(self.directory), url.query)
+            if status != 200:
+                page = f"<!doctype html><meta charset='utf-8'><p>{html.escape(page)}</p>"
+            self._send(status, page)
+        else:
+            super().do_GET()
+
+    def _send(self, status: int, page: str) -> None:
+        body = page.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args) -> None:  # quiet
         pass

@@ -17,8 +17,8 @@ of the same file. Besides, the first history of each kind of verdict
 a property is also met on a single history.
 
 Histories with the condition of a known disagreement (KNOWN, pinned by
-strict xfail tests) are joined apart from the others and have only that
-disagreement excused. A batch that disagrees is split in halves until the
+strict xfail tests; empty while none is open) are joined apart from the
+others and have only that disagreement excused. A batch that disagrees is split in halves until the
 single histories (or the smallest group) that disagree are found; the first
 --keep are written to --out (shrunk with --shrink: fewer ops, then fewer
 message ids, while a mismatch of the original remains), with what each
@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.history.contract import MESSAGE_FS
 from tests.histories import RandomChoices, random_history
 from tests.reference import DELIVERY_COUNTS, Reading, judge, read_jsonl
 
 PROC_STRIDE = 10_000_000
 ID_STRIDE = 10_000_000
-MESSAGE_FS = ("send", "receive", "drain", "txn")
 
 
 def history(seed: Any, i: int) -> list[dict]:
@@ -189,23 +189,14 @@ def mismatches(v: Verdicts) -> dict[str, tuple]:
 
 
 # Known disagreements, each pinned by a strict xfail test in
-# tests/test_agreement.py: when the reference notes the condition (in the
-# history checked), these mismatches are excused, and only these. Remove an
-# entry when its xfail test starts passing.
-KNOWN = {
-    # An op no checker knows (or an assign/crash marker) whose value holds
-    # msgs with offsets turns the offset checks on in a history without any
-    # (checkers/load.py `_has_offset` looks at every client op's msgs).
-    "offsets-in-other-ops": {
-        "spark.counts.G1a",
-        "spark.valid.per-partition-order",
-        "spark.valid.read-committed",
-    },
-    # Two ok txns acknowledged at one offset: checkers/offsets.py `txn_edges`
-    # chains tied offsets by history index (lead()), the docstring's ww edge
-    # goes to the txns of the next offset: cycles found and missed.
-    "txns-share-an-offset": {"spark.counts.G0", "spark.counts.G1c", "spark.valid.read-committed"},
-}
+# tests/test_agreement.py: reference note (tests/reference.py `Reading.notes`)
+# -> the mismatch names (as `mismatches` names them) excused where the
+# reference notes that condition in the history checked, and only those.
+# Add an entry with its xfail test when a disagreement is found and cannot be
+# fixed at once; remove it when the xfail test starts passing. None is open:
+# the last ones (offsets in other ops, txns sharing an offset, the sidecar
+# writer and other ops' msgs) are fixed and pinned by ordinary tests there.
+KNOWN: dict[str, set[str]] = {}
 
 
 def known_issues(ref: Reading) -> set[str]:
@@ -232,17 +223,19 @@ class Checker:
     def __init__(self, spark, work: Path, sidecar: bool = False) -> None:
         self.spark, self.work, self.sidecar = spark, work, sidecar
         self.calls = 0
+        self.excused: dict[str, int] = {}  # known mismatch -> checks that showed it
 
     def check(self, ops: list[dict]) -> tuple[dict[str, tuple], Verdicts]:
         """(the mismatches no known issue explains, the readings)."""
         self.calls += 1
-        # The sidecar writer cannot take every op the contract allows (a
-        # known issue): such histories are read from the JSONL.
-        sidecar = self.sidecar and not judge(ops).notes["odd-msgs-in-other-ops"]
-        path = write(ops, self.work / f"c{self.calls}" / "history.jsonl", sidecar)
-        v = verdicts(self.spark, path, use_sidecar=sidecar)
-        assert v.source == ("sidecar" if sidecar else "jsonl"), v.source
-        return unexplained(mismatches(v), v.ref), v
+        path = write(ops, self.work / f"c{self.calls}" / "history.jsonl", self.sidecar)
+        v = verdicts(self.spark, path, use_sidecar=self.sidecar)
+        assert v.source == ("sidecar" if self.sidecar else "jsonl"), v.source
+        found = mismatches(v)
+        left = unexplained(found, v.ref)
+        for k in set(found) - set(left):
+            self.excused[k] = self.excused.get(k, 0) + 1
+        return left, v
 
 
 def culprits(checker: Checker, batch: list[tuple[int, list[dict]]]) -> list[list[int]]:
@@ -431,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 "disagreements": len(bad),
                 "mismatch-kinds": kinds,
                 "known-issue-conditions": known,
+                "known-mismatches-excused": checker.excused,
                 "checked-alone": len(singles),
                 "spark-checks": checker.calls,
                 "seconds": round(elapsed, 1),

@@ -26,8 +26,9 @@ says so, so each run compares them all, however hypothesis happened to
 draw) mostly joined into a few histories (tests/fuzz.py `union`: renamed
 apart, so counts add up), and a dozen alone, one per kind of verdict. A
 disagreement is narrowed down to the single histories that show it, shrunk,
-and printed. Known disagreements (tests/fuzz.py KNOWN) are excused only
-where the reference sees their condition, and pinned by strict xfail tests.
+and printed. A known disagreement (tests/fuzz.py KNOWN, empty while none
+is open) is excused only where the reference sees its condition, and
+pinned by a strict xfail test here until it is fixed.
 """
 
 from __future__ import annotations
@@ -240,32 +241,36 @@ def _spark_readings(spark, tmp_path, b: Builder, sidecar: bool = False):
     return verdicts(spark, write(b.ops, tmp_path / "history.jsonl", sidecar), use_sidecar=sidecar)
 
 
-# Known disagreements (tests/fuzz.py KNOWN), pinned: each history as small as
-# it gets. When one of these passes, drop its entry from KNOWN.
+# Disagreements differential testing once found, each pinned by the smallest
+# history that showed it (fixed since; tests/fuzz.py KNOWN excused them while
+# they were open).
 
 
-@pytest.mark.xfail(strict=True, reason="checkers/load.py _has_offset reads msgs of any f")
-def test_known_offsets_in_other_ops_turn_the_offset_checks_on(spark, tmp_path):
+@pytest.mark.parametrize("sidecar", [False, True], ids=["jsonl", "sidecar"])
+def test_offsets_in_other_ops_do_not_turn_the_offset_checks_on(spark, tmp_path, sidecar):
     """A RabbitMQ-like history (no offset, no txn) and one op no checker
-    knows whose value happens to hold an offset: per-partition-order becomes
-    true (from unknown) and read-committed false on an aborted read."""
+    knows whose value happens to hold an offset: only message ops (send,
+    receive, drain, txn) turn the offset checks on, so per-partition-order
+    stays unknown and read-committed true (the aborted read is delivery's
+    aborted-read), from the JSONL and from the sidecar alike."""
     b = Builder()
     b.send(0, [1], type="fail")
     b.receive(1, [1])
     b._add(process=2, type="ok", f="log", value={"msgs": [{"id": 7, "partition": 0, "offset": 3}]})
-    v = _spark_readings(spark, tmp_path, b)
+    v = _spark_readings(spark, tmp_path, b, sidecar=sidecar)
+    assert v.source == ("sidecar" if sidecar else "jsonl")
     assert v.ref.valid["per-partition-order"] == "unknown"
     assert v.ref.valid["read-committed"] is True
     assert v.valid == v.ref.valid
+    assert v.counts == v.ref.counts
 
 
-@pytest.mark.xfail(strict=True, reason="checkers/offsets.py txn_edges: lead() over tied offsets")
-def test_known_two_txns_at_one_offset_make_a_cycle(spark, tmp_path):
+def test_two_txns_at_one_offset_make_no_cycle(spark, tmp_path):
     """Two ok txns acknowledged at q/0 offset 5 (inconsistent-offsets), no
-    order between them; the checker orders them by history index anyway
-    (ww 4 -> 5), which closes 4 -> 5 -> 2 (ww, q/1) -> 4 (wr): a G1c, so
-    read-committed false, where the documented ww edges (to the txns of
-    the next offset) have no cycle."""
+    order between them. Ordering them by history index (ww 4 -> 5, as a
+    lead() over tied offsets once did) closes 4 -> 5 -> 2 (ww, q/1) -> 4
+    (wr): a false G1c. The documented ww edges (every txn at an offset to
+    every txn at the next one) have no cycle: read-committed holds."""
     b = Builder()
     b.invoke(1, "txn", {"mops": [{"f": "send", "msgs": [_m(20), _m(21)]}]})
     b.invoke(2, "txn", {"mops": [{"f": "send", "msgs": [_m(30)]}]})
@@ -286,14 +291,29 @@ def test_known_two_txns_at_one_offset_make_a_cycle(spark, tmp_path):
     assert v.ref.counts["G1c"] == 0 and v.ref.valid["read-committed"] is True
     assert v.counts["inconsistent-offsets"] == 1
     assert (v.counts["G1c"], v.valid["read-committed"]) == (0, True)
+    assert v.counts == v.ref.counts and v.valid == v.ref.valid
 
 
-@pytest.mark.xfail(strict=True, reason="harness/history/sidecar.py reads msgs of any f")
-def test_known_sidecar_writer_chokes_on_other_ops(tmp_path):
-    """The contract lets any other f carry any value; the sidecar writer
-    (HistoryWriter with sidecar=True, `queuecheck index`) raises on one
-    whose msgs is no list of messages, after the JSONL line is written."""
-    b = Builder()
-    b.send(0, [1])
-    b._add(process=2, type="ok", f="log", value={"msgs": "none"})
-    write(b.ops, tmp_path / "history.jsonl", sidecar=True)
+def test_sidecar_writer_takes_other_ops_whatever_their_value(tmp_path):
+    """The contract lets any other f carry any value; with its sidecar on,
+    HistoryWriter once raised on an op whose msgs is no list of messages,
+    after that op's line was in the JSONL and half its row in the sidecar's
+    columns. Now only message ops' messages are read: the sidecar seals,
+    and matches what `queuecheck index` builds from the same JSONL."""
+    import pyarrow.parquet as pq
+
+    from harness.history import HistoryWriter, sidecar
+
+    path = tmp_path / "history.jsonl"
+    w = HistoryWriter(path, sidecar=True)
+    w.append({"process": 0, "type": "invoke", "f": "send", "value": {"msgs": [{"id": 1}]}})
+    w.append({"process": 2, "type": "ok", "f": "log", "value": {"msgs": "none"}})
+    w.close()
+    files = sidecar.usable(path)
+    assert files is not None
+    written = {k: pq.read_table(files[k]).to_pylist() for k in ("ops", "msgs")}
+    assert [op["f"] for op in written["ops"]] == ["send", "log"]
+    assert [(m["index"], m["f"], m["id"]) for m in written["msgs"]] == [(0, "send", 1)]
+    sidecar.build(path)  # `queuecheck index`
+    assert sidecar.usable(path) is not None
+    assert {k: pq.read_table(files[k]).to_pylist() for k in ("ops", "msgs")} == written

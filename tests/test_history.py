@@ -160,3 +160,78 @@ def test_sidecar_is_sealed_on_close_and_only_matches_its_jsonl(tmp_path):
     with open(path, "a") as fh:  # someone appended to the JSONL afterwards
         fh.write("\n")
     assert sidecar.usable(path) is None
+
+
+def test_sidecar_reads_messages_of_message_ops_only_and_whole_ops(tmp_path):
+    """Only send, receive, drain and txn carry messages (and effects its
+    entries): any other f's value is free and adds no row, whatever it
+    holds; a message op's null items add none either; an op is all in or
+    all out. The same from `queuecheck index` (sidecar.build)."""
+    import pyarrow.parquet as pq
+
+    from harness.history import sidecar
+
+    path = tmp_path / "history.jsonl"
+    ops = [
+        {"process": 0, "type": "invoke", "f": "send", "value": {"msgs": [{"id": 1, "queue": "q"}]}},
+        {"process": 0, "type": "ok", "f": "send", "value": {"msgs": [{"id": 1, "offset": 4}]}},
+        {"process": 1, "type": "ok", "f": "assign", "value": {"msgs": [{"id": 9, "offset": 3}]}},
+        {"process": 1, "type": "ok", "f": "log", "value": {"msgs": "none", "mops": 5}},
+        {"process": 1, "type": "info", "f": "crash", "value": {"effects": [{"id": "x"}]}},
+        {"process": 2, "type": "invoke", "f": "receive", "value": {"msgs": [None]}},
+        {"process": 2, "type": "fail", "f": "receive", "value": {"msgs": [None, {"offset": 2}]}},
+        {"process": 3, "type": "invoke", "f": "effects", "value": {"effects": [{"id": 1}]}},
+        {
+            "process": 3,
+            "type": "ok",
+            "f": "effects",
+            "value": {
+                "effects": [{"id": 1, "count": 2, "offset": "not ours"}],
+                "msgs": [{"id": 8, "offset": 1}],
+            },
+        },
+        {"process": "nemesis", "type": "info", "f": "kill", "value": {"msgs": [{"id": 5}]}},
+    ]
+    with HistoryWriter(path, sidecar=True) as w:
+        for op in ops:
+            w.append(op)
+    files = sidecar.usable(path)
+    assert files is not None
+
+    def rows():
+        return (
+            [r["f"] for r in pq.read_table(files["ops"]).to_pylist()],
+            [
+                (r["index"], r["f"], r["id"], r["n"], r["offset"])
+                for r in pq.read_table(files["msgs"]).to_pylist()
+            ],
+        )
+
+    built = rows()
+    assert built == (
+        [op["f"] for op in ops],
+        [
+            (0, "send", 1, 1, None),
+            (1, "send", 1, 1, 4),
+            (6, "receive", None, 1, 2),
+            (7, "effects", 1, None, None),
+            (8, "effects", 1, 2, None),
+        ],
+    )
+    sidecar.build(path)
+    assert rows() == built
+
+
+def test_sidecar_writer_adds_an_op_whole_or_not_at_all(tmp_path, monkeypatch):
+    from harness.history import sidecar
+
+    w = sidecar.SidecarWriter(tmp_path / "history.jsonl")
+    op = {"index": 0, "time": 0, "process": 0, "type": "ok", "f": "send", "value": None}
+
+    def broken(op):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(sidecar, "message_rows", broken)
+    with pytest.raises(RuntimeError):
+        w.add(op)
+    assert w.n_ops == 0 and not any(w._ops.values()) and not any(w._msgs.values())

@@ -339,6 +339,28 @@ def test_g1c_cycles_with_wr_edges(offsets_check):
     assert r.properties["read-committed"].reason == "G1c=2"
 
 
+def test_txns_tied_at_one_offset_are_not_ordered_between_themselves(offsets_check):
+    b = Builder()
+    # t1 and t2 both acknowledged at partition 0 offset 5 (inconsistent),
+    # t3 at offset 6; partition 1 orders t2 before t1, partition 2 t3
+    # before t1. ww: t1 -> t3 and t2 -> t3 (p0), t2 -> t1 (p1), t3 -> t1
+    # (p2); nothing from t1 to t2 (history order is no offset order).
+    b.invoke(0, "txn", {"mops": [{"f": "send", "msgs": bare([m(1), m(2), m(3)])}]})
+    b.invoke(1, "txn", {"mops": [{"f": "send", "msgs": bare([m(4), m(5)])}]})
+    b.invoke(2, "txn", {"mops": [{"f": "send", "msgs": bare([m(6), m(7)])}]})
+    b.complete(0, "ok", {"mops": [{"f": "send", "msgs": [m(1, 0, 5), m(2, 1, 1), m(3, 2, 1)]}]})
+    b.complete(1, "ok", {"mops": [{"f": "send", "msgs": [m(4, 0, 5), m(5, 1, 0)]}]})
+    b.complete(2, "ok", {"mops": [{"f": "send", "msgs": [m(6, 0, 6), m(7, 2, 0)]}]})
+    r = offsets_check(b)
+    only(r, inconsistent_offsets=1, G0=1)
+    ex = examples(r, "G0")[0]
+    assert ex["cycle"] == [3, 5, 3]  # t1 -> t3 -> t1: t2 is in no cycle
+    assert [(s["type"], s["partition"], s["id"]) for s in ex["steps"]] == [
+        ("ww", 0, 6),
+        ("ww", 2, 3),
+    ]
+
+
 def test_check_reads_offsets_beside_a_sidecar_and_reports_them(spark, tmp_path):
     from checkers.job import check, parse_claims
     from reports.console import print_verdict

@@ -53,9 +53,9 @@ def quorum_run(state, tmp_path_factory):
     return run(
         state,
         tmp_path_factory.mktemp("quorum"),
-        time_limit=30,
+        time_limit=35,
         nemesis=["partition", "kill", "pause"],
-        nemesis_interval=5,  # faults start at 5, 15 and 25 s: one of each kind
+        nemesis_interval=5,  # faults start at 5, 15 and 25 s: one of each kind, with room
         # seed 6 orders them pause, partition, kill: the kill's stop (a restart
         # under load) is slow and pushes what follows it, so it comes last
         seed=6,

@@ -78,3 +78,26 @@ def test_a_failing_fault_is_recorded_with_its_error(tmp_path):
     assert failed and failed[0]["f"] == "start-loss"
     assert "iptables said no" in failed[0]["error"]
     assert not any(op["f"] == "stop-loss" for op in ops)
+
+
+class SlowFault(Fault):
+    """Each start and stop takes 60% of the interval (an SSH round trip on a
+    loaded machine, or a broker restart)."""
+
+    def start(self, rng):
+        time.sleep(0.06)
+        return super().start(rng)
+
+    def stop(self):
+        time.sleep(0.06)
+        return super().stop()
+
+
+def test_slow_actions_do_not_push_the_faults_out_of_a_short_run(tmp_path):
+    """Three kinds at interval 0.1 in 0.65 s: the starts fall at about 0.1,
+    0.3 and 0.5 s. Were each wait a full interval after a 0.06 s action,
+    the third would come at 0.82 s, after the run."""
+    faults = [SlowFault("partition"), SlowFault("kill"), SlowFault("pause")]
+    ops, _ = run_schedule(tmp_path, faults, 0.65, interval=0.1)
+    started = {op["f"] for op in ops if op["f"].startswith("start-") and op["value"]}
+    assert started == {"start-partition", "start-kill", "start-pause"}

@@ -91,11 +91,13 @@ class PidfileProcess:
         pid = self.pid(node)
         if pid is None:
             return False
+        # bounded by wall time (`timeout`), not by a count of sleeps: a loaded
+        # machine stretches every iteration
         node.run(
-            f"kill -KILL {pid}; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; "
-            "sleep 0.1; done; exit 1",
+            f"kill -KILL {pid}; timeout 20 sh -c "
+            f"'while kill -0 {pid} 2>/dev/null; do sleep 0.1; done'",
             check=False,
-            timeout=20,
+            timeout=40,
         ).check()
         return True
 

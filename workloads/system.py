@@ -116,6 +116,17 @@ class System:
         raise NotImplementedError
 
     @classmethod
+    def gate_side(cls, side: str) -> dict[str, Any]:
+        """The system options that run on `side` of `queuecheck gate` (a
+        version, or an install directory); ValueError naming what is wrong."""
+        raise ValueError(f"gate: {cls.name} has no versions to compare")
+
+    @classmethod
+    def gate_rolling(cls, a: str, b: str) -> dict[str, Any]:
+        """The system options of a run rolled from `a` to `b` in its main phase."""
+        raise ValueError(f"gate: {cls.name} cannot roll from one version to another")
+
+    @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
         """The test's name in the store when none is given."""
         return cls.name
@@ -171,6 +182,11 @@ class System:
     def attach(self, history: HistoryWriter) -> None:
         """Given the history once it is open: for clients that record ops of
         their own process besides their completions (Kafka's rebalances)."""
+
+    def rolls_upgrade(self) -> bool:
+        """Whether the run rolls its nodes to a new version during the main
+        phase (nemesis/upgrade.py drives `db`'s upgrade steps)."""
+        return False
 
     def cleanup(self) -> None:
         """At teardown, before the brokers stop: removes what the test made in

@@ -29,6 +29,12 @@ NEMESIS = "nemesis"
 SEND, RECEIVE, DRAIN, TXN, EFFECTS = "send", "receive", "drain", "txn", "effects"
 # Client ops that come as an invoke followed by exactly one completion.
 PAIRED_FS = (SEND, RECEIVE, DRAIN, TXN)
+# Client ops whose value carries messages (`msgs`, or a txn's `mops`): the
+# only ones a message, its partition or its offset is read from. Any other
+# f's value is free, even where it holds a `msgs` key.
+MESSAGE_FS = (SEND, RECEIVE, DRAIN, TXN)
+# Every f whose value the contract defines: the message ops and `effects`.
+VALUE_FS = (*MESSAGE_FS, EFFECTS)
 
 REQUIRED_FIELDS = ("index", "time", "process", "type", "f")
 OPTIONAL_STRING_FIELDS = ("node", "error")
@@ -144,7 +150,7 @@ def validate_op(op: Any, expected_index: int | None = None) -> tuple[str, str] |
 def _value_errors(op: dict) -> tuple[str, str] | None:
     f, typ, value = op["f"], op["type"], op.get("value")
     needs_msgs = (f == SEND) or (f in (RECEIVE, DRAIN) and typ == "ok")
-    if f not in (SEND, RECEIVE, DRAIN, TXN, EFFECTS):
+    if f not in VALUE_FS:
         return None
     if value is not None and not isinstance(value, dict):
         return ("value", f"expected an object or null, got {type(value).__name__}")

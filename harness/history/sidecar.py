@@ -2,9 +2,10 @@
 
 history.jsonl stays the source of truth. Beside it the writer can keep
   history.ops.parquet   one row per op: index, proc, nemesis, type, f
-  history.msgs.parquet  one row per message an op mentions: index, f, type,
-                        mop (the txn mop's f), id, n (effect count),
-                        partition, offset
+  history.msgs.parquet  one row per message a message op (send, receive,
+                        drain, txn) mentions and per entry of an effects
+                        op: index, f, type, mop (the txn mop's f), id,
+                        n (effect count), partition, offset
   history.sidecar.json  written last, on close: which JSONL it matches
 (ops were validated by the writer before they were written). A reader uses
 the sidecar only when its manifest matches the JSONL's current size; a run
@@ -20,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .contract import EFFECTS, NEMESIS, TXN
+from .contract import EFFECTS, NEMESIS, TXN, VALUE_FS
 
 VERSION = 1
 
@@ -68,6 +69,39 @@ def usable(history: Path) -> dict[str, Path] | None:
     return p if p["ops"].is_file() and p["msgs"].is_file() else None
 
 
+def message_rows(op: dict[str, Any]) -> list[tuple]:
+    """The msgs rows (in MSGS_SCHEMA's order) of a client op the writer
+    validated: the messages of a message op (MESSAGE_FS: its msgs, a txn's
+    mops) and the entries of an `effects` op. Any other f's value is free
+    (the contract): nothing is read from it, whatever keys it holds. A
+    message op that is not required to carry its msgs may still hold null
+    items (skipped) or messages without an id (kept, with a null id)."""
+    f, typ, v = op["f"], op["type"], op.get("value")
+    if f not in VALUE_FS or not isinstance(v, dict):
+        return []
+    out: list[tuple] = []
+
+    def put(mop: str | None, items: Any, counts: bool = False) -> None:
+        for x in items if isinstance(items, list) else ():
+            if not isinstance(x, dict):
+                continue
+            if counts:  # an effect: {id, count}; no place in a log
+                out.append((op["index"], f, typ, mop, x.get("id"), x.get("count"), None, None))
+            else:
+                part, off = x.get("partition"), x.get("offset")
+                out.append((op["index"], f, typ, mop, x.get("id"), 1, part, off))
+
+    if f == TXN:
+        for mop in v.get("mops") or ():
+            if isinstance(mop, dict):
+                put(mop.get("f"), mop.get("msgs"))
+    elif f == EFFECTS:
+        put(None, v.get("effects"), counts=True)
+    else:
+        put(None, v.get("msgs"))
+    return out
+
+
 class SidecarWriter:
     """Fed the same validated ops as the JSONL, in the same order."""
 
@@ -84,43 +118,26 @@ class SidecarWriter:
         self.n_ops = 0
 
     def add(self, op: dict[str, Any]) -> None:
+        """One op's row and its messages' rows: all of them, or (if anything
+        raises) none, so the columns never hold half an op."""
         nem = op["process"] == NEMESIS
+        rows = [] if nem else message_rows(op)
         o = self._ops
-        o["index"].append(op["index"])
-        o["proc"].append(None if nem else op["process"])
-        o["nemesis"].append(nem)
-        o["type"].append(op["type"])
-        o["f"].append(op["f"])
-        self.n_ops += 1
-        if not nem:
-            self._add_msgs(op)
-        if len(o["index"]) >= self.ROW_GROUP or len(self._msgs["index"]) >= self.ROW_GROUP:
-            self._flush()
-
-    def _add_msgs(self, op: dict[str, Any]) -> None:
-        f, typ, v = op["f"], op["type"], op.get("value")
-        if not isinstance(v, dict):
-            return
+        for k, x in (
+            ("index", op["index"]),
+            ("proc", None if nem else op["process"]),
+            ("nemesis", nem),
+            ("type", op["type"]),
+            ("f", op["f"]),
+        ):
+            o[k].append(x)
         m = self._msgs
-
-        def put(mop: str | None, msgs: list, counts: bool = False) -> None:
-            for msg in msgs or []:
-                m["index"].append(op["index"])
-                m["f"].append(f)
-                m["type"].append(typ)
-                m["mop"].append(mop)
-                m["id"].append(msg["id"])
-                m["n"].append(msg["count"] if counts else 1)
-                m["partition"].append(msg.get("partition"))
-                m["offset"].append(msg.get("offset"))
-
-        if f == TXN:
-            for mop in v.get("mops") or []:
-                put(mop["f"], mop.get("msgs"))
-        elif f == EFFECTS:
-            put(None, v.get("effects"), counts=True)
-        else:
-            put(None, v.get("msgs"))
+        for row in rows:
+            for k, x in zip(MSGS_SCHEMA.names, row, strict=True):
+                m[k].append(x)
+        self.n_ops += 1
+        if len(o["index"]) >= self.ROW_GROUP or len(m["index"]) >= self.ROW_GROUP:
+            self._flush()
 
     def _flush(self) -> None:
         if self._ops["index"]:

@@ -34,9 +34,7 @@ def create_topic(db, name: str, partitions: int) -> None:
     brokers keep their own defaults: no configs)."""
     admin = Admin(bootstrap_servers=db.bootstrap(), request_timeout_ms=10000)
     try:
-        topic = NewTopic(
-            name, partitions, db.topic_replication(), topic_configs=db.topic_configs()
-        )
+        topic = NewTopic(name, partitions, db.topic_replication(), topic_configs=db.topic_configs())
         try:
             admin.create_topics([topic], timeout_ms=30000)
         except TopicAlreadyExistsError:
@@ -79,8 +77,7 @@ def topic_settings(bootstrap: str, name: str) -> dict[str, Any]:
         admin.close()
     return {
         "min_insync_replicas": int(entries["min.insync.replicas"]),
-        "unclean_leader_election": str(entries["unclean.leader.election.enable"]).lower()
-        == "true",
+        "unclean_leader_election": str(entries["unclean.leader.election.enable"]).lower() == "true",
         "replication_factor": min(replicas) if replicas else 0,
     }
 

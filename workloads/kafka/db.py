@@ -19,15 +19,17 @@ import re
 import shlex
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.nodes.remote import Remote, RemoteError
 from harness.options import DEFAULT_STATE, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import digest, ensure_package, manifest, push_dir
-from .admin import unfenced_brokers
+from .admin import Admin, unfenced_brokers
 from .dist import DEFAULT_VERSION, ensure_kafka
 
 DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
@@ -50,6 +52,15 @@ class KafkaOptions:
     unclean_leader_election: bool = option(
         False, "let an out-of-sync replica become leader (unclean.leader.election.enable)"
     )
+    upgrade_to: str | None = option(
+        None,
+        "roll every node to this Kafka version during the main phase, while faults go "
+        "on, then finalize its feature levels",
+        flag="--upgrade-to",
+    )
+    upgrade_home: str | None = option(
+        None, "an unpacked Kafka to roll to (its version: --upgrade-to)", flag="--upgrade-home"
+    )
     # 3 brokers, clients and Spark share a 2-core box
     heap: str = option("512m", "broker JVM heap", flag="--kafka-heap")
     ready_timeout: float = 120.0
@@ -61,6 +72,13 @@ class KafkaOptions:
             raise ValueError(
                 f"--min-insync-replicas: {self.min_insync_replicas} is not between 1 and "
                 f"the replication factor {self.replication_factor}"
+            )
+        if self.upgrade_home and not self.upgrade_to:
+            raise ValueError("--upgrade-home: give its version with --upgrade-to")
+        if self.upgrade_to and version_key(self.upgrade_to) <= version_key(self.version):
+            raise ValueError(
+                f"--upgrade-to {self.upgrade_to}: not newer than --kafka-version {self.version} "
+                "(Kafka does not roll back down)"
             )
         if not re.fullmatch(r"\d+[kmgKMG]", self.heap):
             raise ValueError(f"--heap: {self.heap!r} is not a JVM size like 512m or 1g")
@@ -76,6 +94,28 @@ def new_cluster_id() -> str:
             return cid
 
 
+@dataclass
+class Dist:
+    """One Kafka version's jars: where they are here, their manifest, and
+    where they go on every node (a directory named by their checksums,
+    pushed once and shared by every run that uses them)."""
+
+    version: str
+    libs: Path
+    listing: str = ""
+
+    def __post_init__(self) -> None:
+        self.listing = self.listing or manifest(self.libs)
+
+    @property
+    def node_libs(self) -> str:
+        return f"{DIST_ROOT}/kafka-{digest(self.listing)}/libs"
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
 class Kafka(PidfileProcess):
     name = "kafka"
 
@@ -88,30 +128,38 @@ class Kafka(PidfileProcess):
                 f"{len(nodes)} nodes"
             )
         self.cluster_id = new_cluster_id()
-        self._libs: Path | None = None
-        self._listing: str | None = None
+        self._dists: dict[str, Dist] = {}
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
         self._marks: dict[str, int] = {}  # STARTED lines in a node's log when last started
+        # the version each node runs (a rolling upgrade moves them one by one)
+        self.running: dict[str, str] = {n.name: self.opts.version for n in nodes}
+        self.sync_topics: list[str] = []  # whose ISRs say a restarted node caught up
 
     # -- per-node facts ---------------------------------------------------
+    def dist(self, version: str) -> Dist:
+        """One version's jars (fetched with Maven once; cached after): the
+        run's own version, or the one a rolling upgrade goes to."""
+        if version not in self._dists:
+            o = self.opts
+            home = o.kafka_home if version == o.version else o.upgrade_home
+            self._dists[version] = Dist(version, ensure_kafka(version, o.state, home))
+        return self._dists[version]
+
     @property
     def libs(self) -> Path:
-        if self._libs is None:  # may run Maven once; cached after
-            self._libs = ensure_kafka(self.opts.version, self.opts.state, self.opts.kafka_home)
-        return self._libs
+        return self.dist(self.opts.version).libs
 
     @property
     def listing(self) -> str:
-        """The jars' manifest (sha256 and name per jar), computed once."""
-        if self._listing is None:
-            self._listing = manifest(self.libs)
-        return self._listing
+        return self.dist(self.opts.version).listing
 
     @property
     def node_libs(self) -> str:
-        """Where the jars are on every node: a directory named by their
-        checksums, pushed once and shared by every run that uses them."""
-        return f"{DIST_ROOT}/kafka-{digest(self.listing)}/libs"
+        return self.dist(self.opts.version).node_libs
+
+    def versions(self) -> list[str]:
+        """Every version this run's nodes need: its own, and the upgrade's."""
+        return [self.opts.version, *([self.opts.upgrade_to] if self.opts.upgrade_to else [])]
 
     def dir(self, node: Remote) -> str:
         return f"{self.opts.base}/{node.name}/kafka"
@@ -135,7 +183,7 @@ class Kafka(PidfileProcess):
             f"java -Xms{heap} -Xmx{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "
             "-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true "
             f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties "
-            f"-cp {shlex.quote(self.node_libs)}/'*'"
+            f"-cp {shlex.quote(self.dist(self.running[node.name]).node_libs)}/'*'"
         )
 
     # -- configuration ----------------------------------------------------
@@ -215,8 +263,15 @@ class Kafka(PidfileProcess):
         d = self.dir(node)
         self.installed[node.name] = {
             "java": ensure_package(node, "command -v java", ["default-jre-headless"]),
-            "kafka-jars": push_dir(node, self.libs, self.node_libs, self.listing),
+            **{
+                f"kafka-jars {v}" if v != self.opts.version else "kafka-jars": push_dir(
+                    node, d.libs, d.node_libs, d.listing
+                )
+                for v in self.versions()
+                for d in [self.dist(v)]
+            },
         }
+        self.running[node.name] = self.opts.version
         node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/data", timeout=30)
         node.write(f"{d}/etc/server.properties", self.server_properties(node))
         node.write(f"{d}/etc/log4j2.properties", self.log4j2(node))
@@ -312,6 +367,115 @@ class Kafka(PidfileProcess):
             f"Kafka cluster never showed brokers {want} unfenced on every node within "
             f"{timeout or self.opts.ready_timeout:.0f} s; last seen {seen} ([] = no answer); {logs}"
         )
+
+    # -- a rolling upgrade (nemesis/upgrade.py) ----------------------------
+    def stop(self, node: Remote, timeout: float = 30) -> str:
+        """A controlled shutdown (SIGTERM, as kafka-server-stop does), waited
+        for; SIGKILL if it has not ended in `timeout` (a partition can keep
+        the controller from answering). Says which it was."""
+        pid = self.pid(node)
+        if pid is None:
+            return "not running"
+        node.run(f"kill -CONT {pid}; kill -TERM {pid}", check=False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pid(node) != pid:
+                return "controlled shutdown"
+            time.sleep(0.5)
+        self.kill(node)
+        return f"killed: no controlled shutdown within {timeout:.0f} s"
+
+    def upgrade_node(self, node: Remote) -> dict[str, Any]:
+        """Stops the broker, switches it to the new version's jars, starts it;
+        it is started whatever happened to the stop."""
+        old, new = self.running[node.name], self.opts.upgrade_to
+        try:
+            how = self.stop(node)
+        finally:
+            self.kill(node)  # nothing of the old version may still hold the ports
+            self.running[node.name] = new
+            self.start(node)
+        return {"node": node.name, "from": old, "to": new, "stop": how}
+
+    def await_in_sync(
+        self, node: Remote, timeout: float, cancelled: Callable[[], bool] = lambda: False
+    ) -> dict[str, Any]:
+        """Until the broker logged its start (since its latest start: a kill
+        fault may strike meanwhile, and its stop restarts it), is listed
+        unfenced, and is in the ISR of every partition of `sync_topics` it
+        replicates."""
+        deadline = time.monotonic() + timeout
+        me = self.node_id(node)
+        out: dict[str, Any] = {"node": node.name, "version": self.running[node.name]}
+        lagging = ["(its broker never logged its start)"]
+        while time.monotonic() < deadline and not cancelled():
+            started = self._started_lines(node) > self._marks.get(node.name, 0)
+            if started and self.pid(node) is not None:
+                lagging = self._out_of_sync(me)
+                if not lagging:
+                    return {**out, "in-sync": True}
+            time.sleep(0.5)
+        return {**out, "in-sync": False, "why": f"after {timeout:.0f} s: {', '.join(lagging[:5])}"}
+
+    def _out_of_sync(self, broker: int) -> list[str]:
+        """The partitions of `sync_topics` that `broker` replicates and is not
+        in the ISR of (all of them, when the cluster does not answer)."""
+        if broker not in self.brokers(self.nodes[broker - 1]):
+            return ["(the broker is not listed unfenced)"]
+        try:
+            admin = Admin(bootstrap_servers=self.bootstrap(), request_timeout_ms=5000)
+        except Exception:  # noqa: BLE001 - no answer yet
+            return ["(no answer)"]
+        try:
+            out = []
+            for info in admin.describe_topics(self.sync_topics):
+                name = info.get("name") or info.get("topic")
+                out += [
+                    f"{name}/{p['partition_index']}"
+                    for p in info.get("partitions") or []
+                    if broker in p.get("replica_nodes", []) and broker not in p.get("isr_nodes", [])
+                ]
+            return out
+        except Exception:  # noqa: BLE001 - no answer yet
+            return ["(no answer)"]
+        finally:
+            admin.close()
+
+    def features(self, args: str, timeout: float = 120):
+        """Kafka's FeatureCommand (kafka-features.sh) of the newest version here."""
+        libs = self.dist(self.opts.upgrade_to or self.opts.version).node_libs
+        node = self.nodes[0]
+        return node.run(
+            f"java -Xmx256m -cp {shlex.quote(libs)}/'*' org.apache.kafka.tools.FeatureCommand "
+            f"--bootstrap-server {self.bootstrap()} {args}",
+            check=False,
+            timeout=timeout,
+        )
+
+    def finalize_upgrade(self, timeout: float) -> dict[str, Any]:
+        """`kafka-features.sh upgrade --release-version <major.minor>`, as
+        Kafka's upgrade notes say once every broker runs the new version;
+        retried while a fault keeps a broker from answering."""
+        release = ".".join(self.opts.upgrade_to.split(".")[:2])
+        deadline, tries = time.monotonic() + timeout, 0
+        while True:
+            tries += 1
+            r = self.features(f"upgrade --release-version {release}")
+            if r.exit == 0:
+                return {"release-version": release, "tries": tries, "said": r.out.strip()[-400:]}
+            if time.monotonic() > deadline:
+                raise DBError(f"finalizing {release}: {(r.err or r.out).strip()[-400:]}")
+            time.sleep(1)
+
+    def finalized(self) -> dict[str, Any]:
+        """{feature: finalized level} as `kafka-features.sh describe` says."""
+        r = self.features("describe", timeout=60)
+        if r.exit != 0:
+            raise DBError(f"describing features: {(r.err or r.out).strip()[-400:]}")
+        return {
+            m.group(1): m.group(2)
+            for m in re.finditer(r"Feature:\s*(\S+).*?FinalizedVersionLevel:\s*(\S+)", r.out)
+        }
 
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs and config into the store; never raises."""

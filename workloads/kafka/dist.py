@@ -84,6 +84,15 @@ def ensure_kafka(
     return libs
 
 
+def version_of(home: str | Path) -> str:
+    """The version of an unpacked Kafka, from its kafka_2.13-<version>.jar."""
+    for jar in _user_libs(Path(home)).glob("kafka_2.13-*.jar"):
+        m = re.fullmatch(r"kafka_2\.13-(\d+\.\d+\.\d+)\.jar", jar.name)
+        if m:
+            return m.group(1)
+    raise KafkaDistError(f"{home}: no kafka_2.13-<version>.jar says its version")
+
+
 def _user_libs(home: Path) -> Path:
     """An unpacked tarball (home/libs/*.jar) or a libs directory itself."""
     for libs in (home / "libs", home):

@@ -17,7 +17,15 @@ from .db import KafkaOptions
 
 # Options that configure brokers the tool runs itself; an existing cluster's
 # are its own, read from it.
-BROKER_OPTIONS = ("min_insync_replicas", "unclean_leader_election", "heap", "version", "kafka_home")
+BROKER_OPTIONS = (
+    "min_insync_replicas",
+    "unclean_leader_election",
+    "heap",
+    "version",
+    "kafka_home",
+    "upgrade_to",
+    "upgrade_home",
+)
 
 
 class ExistingKafka(CommandLifecycle):

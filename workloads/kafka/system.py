@@ -4,9 +4,11 @@ txn.py), its own consume-transform-produce sink (txn_sink.py), its claims
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaProducer
@@ -20,6 +22,7 @@ from . import claims
 from .admin import create_topic, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
 from .db import Kafka, KafkaOptions
+from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
 from .txn import KafkaTxnClient
 
@@ -98,6 +101,22 @@ class KafkaSystem(System):
         )
 
     @classmethod
+    def gate_side(cls, side: str) -> dict[str, Any]:
+        """A version from Maven Central, or an unpacked Kafka (its version read
+        from its kafka_2.13 jar)."""
+        if Path(side).is_dir():
+            return {"kafka_home": side, "version": version_of(side)}
+        if not re.fullmatch(r"\d+\.\d+\.\d+", side):
+            raise ValueError(f"gate: {side!r} is neither a Kafka version nor a directory")
+        return {"version": side}
+
+    @classmethod
+    def gate_rolling(cls, a: str, b: str) -> dict[str, Any]:
+        to = cls.gate_side(b)
+        home = {"upgrade_home": to["kafka_home"]} if "kafka_home" in to else {}
+        return {**cls.gate_side(a), "upgrade_to": to["version"], **home}
+
+    @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
         """kafka-acks-all, kafka-acks-all-txn ..."""
         txn = ["txn"] if options.get("txn") else []
@@ -172,6 +191,15 @@ class KafkaSystem(System):
             create_topic(self.db, self.output, self.options.partitions)
         if self.ctx.existing:
             self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
+        else:  # a node restarted by a rolling upgrade is in sync when these are
+            self.db.sync_topics = self.topics()
+
+    def topics(self) -> list[str]:
+        """The test's topics: its queue, and the kafka-txn sink's output."""
+        return [self.queue] + ([self.output] if self.ctx.sink == TXN_SINK else [])
+
+    def rolls_upgrade(self) -> bool:
+        return not self.ctx.existing and bool(self.db.opts.upgrade_to)
         warm_up(
             self.db,
             self.options,
@@ -181,8 +209,7 @@ class KafkaSystem(System):
 
     def cleanup(self) -> None:
         if self.ctx.existing:
-            topics = [self.queue] + ([self.output] if self.ctx.sink == TXN_SINK else [])
-            remove_topics(self.db.bootstrap(), topics, [self.options.group])
+            remove_topics(self.db.bootstrap(), self.topics(), [self.options.group])
 
     def own_sink(self, kind: str) -> Sink:
         if kind != TXN_SINK:

@@ -14,8 +14,10 @@ import logging
 import secrets
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.nodes.remote import Remote, RemoteError
 from harness.options import check_choices, option
@@ -23,8 +25,8 @@ from harness.options import check_choices, option
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import ensure_package
 
-SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+SBIN = "/usr/lib/rabbitmq/bin"  # Debian's package
+SERVER = f"{SBIN}/rabbitmq-server"
 log = logging.getLogger(__name__)
 PARTITION_HANDLING = ("pause_minority", "autoheal", "ignore")
 
@@ -41,8 +43,26 @@ class RabbitMQOptions:
     base: str = "/var/lib/queuecheck"
     ready_timeout: float = 120.0
 
+    rabbitmq_home: str | None = option(
+        None,
+        "a RabbitMQ install (a generic-unix unpack: sbin/rabbitmq-server) at this path on "
+        "every node, instead of Debian's package",
+        flag="--rabbitmq-home",
+    )
+    upgrade_home: str | None = option(
+        None,
+        "roll every node to this RabbitMQ install during the main phase, while faults go on, "
+        "then enable all its feature flags",
+        flag="--rabbitmq-upgrade-to",
+    )
+
     def __post_init__(self) -> None:
         check_choices(self)
+
+
+def install_name(home: str | None) -> str:
+    """How a RabbitMQ install is named in the history and reports."""
+    return home or "debian"
 
 
 class RabbitMQ(PidfileProcess):
@@ -53,6 +73,8 @@ class RabbitMQ(PidfileProcess):
         self.opts = opts or RabbitMQOptions()
         self.cookie = secrets.token_hex(16)
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
+        # the install each node runs (a rolling upgrade moves them one by one)
+        self.running: dict[str, str | None] = {n.name: self.opts.rabbitmq_home for n in nodes}
 
     # -- per-node facts ---------------------------------------------------
     def dir(self, node: Remote) -> str:
@@ -80,9 +102,14 @@ class RabbitMQ(PidfileProcess):
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "+sbwt none +sbwtdcpu none +sbwtdio none",
         }
 
+    def sbin(self, node: Remote, program: str) -> str:
+        """`program` of the install the node runs now."""
+        home = self.running[node.name]
+        return f"{shlex.quote(home)}/sbin/{program}" if home else f"{SBIN}/{program}"
+
     def ctl(self, node: Remote, args: str, timeout: float = 60, check: bool = True):
         return node.run(
-            f"{CTL} -n {self.node_name(node)} {args}",
+            f"{self.sbin(node, 'rabbitmqctl')} -n {self.node_name(node)} {args}",
             timeout=timeout,
             env=self.env(node),
             check=check,
@@ -134,6 +161,11 @@ class RabbitMQ(PidfileProcess):
                 after="systemctl disable --now rabbitmq-server 2>/dev/null; true",
             )
         }
+        # a user's own installs (generic-unix unpacks) run on the package's Erlang
+        for home in filter(None, (self.opts.rabbitmq_home, self.opts.upgrade_home)):
+            if node.run(f"test -x {shlex.quote(home)}/sbin/rabbitmq-server", check=False).exit:
+                raise DBError(f"{node.name}: no RabbitMQ install at {home} (sbin/rabbitmq-server)")
+        self.running[node.name] = self.opts.rabbitmq_home
         node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/mnesia {d}/home")
         node.write(f"{d}/home/.erlang.cookie", self.cookie, mode=0o400)
         node.write(
@@ -160,7 +192,8 @@ class RabbitMQ(PidfileProcess):
             return
         d = self.dir(node)
         node.run(
-            f"cd {d} && setsid nohup {SERVER} > {d}/log/console.out 2>&1 < /dev/null &",
+            f"cd {d} && setsid nohup {self.sbin(node, 'rabbitmq-server')} "
+            f">> {d}/log/console.out 2>&1 < /dev/null &",
             env=self.env(node),
             timeout=20,
         )
@@ -205,6 +238,54 @@ class RabbitMQ(PidfileProcess):
                 return
             time.sleep(0.5)
         raise DBError(f"RabbitMQ cluster never showed all of {want} running; last seen {seen}")
+
+    # -- a rolling upgrade (nemesis/upgrade.py) ----------------------------
+    def upgrade_node(self, node: Remote) -> dict[str, Any]:
+        """`rabbitmqctl stop` (the node leaves in order, its queues' leaders
+        move), then the new install starts on the same data."""
+        old, new = self.running[node.name], self.opts.upgrade_home
+        try:
+            stopped = self.ctl(node, "stop", check=False, timeout=60).exit == 0
+        finally:
+            self.kill(node)  # if the stop did not end it
+            self.running[node.name] = new
+            self.start(node)
+        how = "rabbitmqctl stop" if stopped else "killed: rabbitmqctl stop failed"
+        return {"node": node.name, "from": install_name(old), "to": install_name(new), "stop": how}
+
+    def await_in_sync(
+        self, node: Remote, timeout: float, cancelled: Callable[[], bool] = lambda: False
+    ) -> dict[str, Any]:
+        """Until the node runs and every node lists every member running."""
+        out: dict[str, Any] = {"node": node.name, "install": install_name(self.running[node.name])}
+        want = sorted(self.node_name(n) for n in self.nodes)
+        deadline = time.monotonic() + timeout
+        seen: dict[str, list[str]] = {}
+        while time.monotonic() < deadline and not cancelled():
+            if self.pid(node) is not None:
+                seen = {n.name: self.running_nodes(n) for n in self.nodes}
+                if all(v == want for v in seen.values()):
+                    return {**out, "in-sync": True}
+            time.sleep(0.5)
+        return {**out, "in-sync": False, "why": f"running nodes: {seen or 'its node is down'}"}
+
+    def finalize_upgrade(self, timeout: float) -> dict[str, Any]:
+        """`rabbitmqctl enable_feature_flag all`, as RabbitMQ's upgrade guide
+        says once every node runs the new version; retried while a fault
+        keeps a node away (every node must be up to enable a flag)."""
+        deadline, tries = time.monotonic() + timeout, 0
+        while True:
+            tries += 1
+            r = self.ctl(self.nodes[0], "enable_feature_flag all", check=False, timeout=120)
+            if r.exit == 0:
+                return {"tries": tries, "said": r.out.strip()[-400:]}
+            if time.monotonic() > deadline:
+                raise DBError(f"enabling feature flags: {(r.err or r.out).strip()[-400:]}")
+            time.sleep(1)
+
+    def finalized(self) -> dict[str, Any]:
+        r = self.ctl(self.nodes[0], "list_feature_flags name state --formatter json", timeout=60)
+        return {f["name"]: f["state"] for f in json.loads(r.out or "[]")}
 
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs into the store; never raises."""

@@ -23,7 +23,7 @@ from .client import RabbitQueueOptions
 from .db import RabbitMQOptions
 
 # Options that configure brokers the tool runs itself.
-BROKER_OPTIONS = ("partition_handling", "net_ticktime")
+BROKER_OPTIONS = ("partition_handling", "net_ticktime", "rabbitmq_home", "upgrade_home")
 
 
 class ExistingRabbitMQ(CommandLifecycle):

@@ -95,6 +95,25 @@ class RabbitMQSystem(System):
         return RabbitMQ(nodes, RabbitMQOptions(base=data_base))
 
     @classmethod
+    def gate_side(cls, side: str) -> dict[str, Any]:
+        """`debian` (the node's package) or a RabbitMQ install directory (a
+        generic-unix unpack, at the same path on every node)."""
+        if side == "debian":
+            return {}
+        if not side.startswith("/"):
+            raise ValueError(f"gate: {side!r}: give `debian` or an absolute install directory")
+        return {"rabbitmq_home": side}
+
+    @classmethod
+    def gate_rolling(cls, a: str, b: str) -> dict[str, Any]:
+        if b == "debian":
+            raise ValueError(
+                "gate: rolling to Debian's package needs its directory, "
+                "/usr/lib/rabbitmq/lib/rabbitmq_server-<version>"
+            )
+        return {**cls.gate_side(a), "upgrade_home": b}
+
+    @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
         """rabbitmq, rabbitmq-quorum, rabbitmq-mirrored ..."""
         flavour = options.get("queue_type")
@@ -130,6 +149,9 @@ class RabbitMQSystem(System):
         return RabbitQueueClient(
             node.name, host, self.options, deadline=self.ctx.op_timeout, sink=sink, port=port
         )
+
+    def rolls_upgrade(self) -> bool:
+        return not self.ctx.existing and bool(self.db.opts.upgrade_home)
 
     def cleanup(self) -> None:
         if not self.ctx.existing:

@@ -1,0 +1,128 @@
+"""A rolling upgrade during the main phase, while the faults go on: one node
+at a time is stopped, switched to the new version and started, then waited
+for until it is back in sync; when every node runs the new version, its
+feature levels are finalized, as the broker's upgrade documentation says.
+
+Every step is a pair of nemesis ops in the history, so the report shades it
+and the checker sees when it happened: `start-upgrade` (the node, from and
+to) and `stop-upgrade` (back in sync or not), then `start-finalize` and
+`stop-finalize` (the finalized feature levels). The broker's lifecycle does
+the work (`UpgradableDB` below); a node step holds the schedule's lock, so
+no fault starts or stops a broker process halfway through it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from harness.nodes.remote import Remote
+
+from .schedule import Schedule
+
+log = logging.getLogger(__name__)
+
+# Shading in report.html, beside the faults' colours.
+COLOURS = {"upgrade": "#90caf9", "finalize": "#1e88e5"}
+
+
+class UpgradableDB(Protocol):
+    nodes: list[Remote]
+
+    def upgrade_node(self, node: Remote) -> dict[str, Any]:
+        """Stops the node's broker, switches it to the new version, starts it;
+        returns what it did (node, from, to)."""
+
+    def await_in_sync(
+        self, node: Remote, timeout: float, cancelled: Callable[[], bool]
+    ) -> dict[str, Any]:
+        """Until the node serves and its replicas are in sync again (or
+        `timeout`, or `cancelled()`); returns what was seen (in-sync or not)."""
+
+    def await_cluster(self, timeout: float | None = None) -> None:
+        """Until every node serves (raises DBError otherwise)."""
+
+    def finalize_upgrade(self, timeout: float) -> dict[str, Any]:
+        """Raises the cluster's feature levels to the new version's (tries
+        again for up to `timeout` while a fault keeps a node away)."""
+
+    def finalized(self) -> dict[str, Any]:
+        """The finalized feature levels, as the cluster reports them."""
+
+
+class RollingUpgrade:
+    def __init__(
+        self, db: UpgradableDB, schedule: Schedule, start_after: float, sync_timeout: float
+    ):
+        self.db = db
+        self.schedule = schedule
+        self.start_after = start_after
+        self.sync_timeout = sync_timeout
+        self.stop_event = threading.Event()
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="upgrade", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def progress(self) -> str:
+        """For the progress line: which version each node runs."""
+        running = getattr(self.db, "running", {})
+        return "upgrade " + " ".join(f"{n}:{v}" for n, v in running.items())
+
+    def wait(self, timeout: float) -> bool:
+        """Until every step was taken (the final phase waits for it)."""
+        return self.done.wait(timeout)
+
+    def stop(self) -> None:
+        """No further step (an interrupted run): a wait for sync ends at once,
+        a node step under way (stop, switch, start) finishes first."""
+        self.stop_event.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=120)
+
+    def _await_cluster(self) -> None:
+        """Until every node serves, in short waits so a stop ends it at once;
+        after `sync_timeout` the upgrade goes on anyway (a fault may hold a
+        node down that long)."""
+        deadline = time.monotonic() + self.sync_timeout
+        while not self.stop_event.is_set():
+            try:
+                self.db.await_cluster(5.0)
+                return
+            except Exception as e:  # noqa: BLE001 - not yet
+                if time.monotonic() > deadline:
+                    log.info("rolling upgrade goes on without a whole cluster: %s", e)
+                    return
+
+    def _run(self) -> None:
+        try:
+            if self.stop_event.wait(self.start_after):
+                return
+            record = self.schedule.record
+            for node in self.db.nodes:
+                # as an operator would: the next node goes down only once every
+                # broker serves (faults permitting: after the timeout, it goes anyway)
+                self._await_cluster()
+                if self.stop_event.is_set():
+                    return
+                with self.schedule.lock:
+                    record("start-upgrade", lambda n=node: self.db.upgrade_node(n))
+                record(
+                    "stop-upgrade",
+                    lambda n=node: self.db.await_in_sync(
+                        n, self.sync_timeout, self.stop_event.is_set
+                    ),
+                )
+            self._await_cluster()
+            if self.stop_event.is_set():
+                return
+            # an admin request, not a process action: no lock, faults go on
+            record("start-finalize", lambda: self.db.finalize_upgrade(self.sync_timeout))
+            record("stop-finalize", self.db.finalized)
+        except Exception as e:  # noqa: BLE001 - recorded by record(); the run goes on
+            log.warning("rolling upgrade: %s", e)
+        finally:
+            self.done.set()

@@ -1,0 +1,70 @@
+"""`queuecheck gate` for real, with RabbitMQ install directories: the same
+install on both sides (here Debian's 3.10.8 is the only RabbitMQ), a weaker
+configuration as B (consumers on auto-ack: acknowledged messages lost when
+they crash), and the rolling run from A to B in between. B must FAIL the
+gate; the rolling run, with A's configuration, must be no worse than A."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.history import read_history
+from tests.clusters import own_cluster
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = {"subnet": "10.77.16.0/24", "bridge": "qcjbr16", "prefix": "qcj-"}
+INSTALL = next(Path("/usr/lib/rabbitmq/lib").glob("rabbitmq_server-*"))  # Debian's, unpacked
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    with own_cluster(tmp_path_factory, **CLUSTER) as cluster:
+        yield cluster.state.parent
+
+
+def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_path, capsys):
+    store = tmp_path / "store"
+    argv = [
+        "gate", "--system", "rabbitmq", "--from", str(INSTALL), "--to", str(INSTALL),
+        "--to-option", "ack=auto",
+        "--queue-type", "quorum", "--time-limit", "10", "--concurrency", "6", "--producers", "4",
+        "--nemesis", "crash-client", "--nemesis-interval", "0.5", "--seed", "3",
+        "--state", str(state), "--store", str(store), "--driver-memory", "1g",
+        *[f"--{k}={v}" for k, v in CLUSTER.items()],
+    ]  # fmt: skip
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out
+    [compared] = list((store / "compare").iterdir())
+    doc = json.loads((compared / "compare.json").read_text())
+    runs = [Path(r["path"]) for r in doc["runs"]]
+    a, b, rolled = runs
+    base, name = "rabbitmq-quorum", INSTALL.name
+    names = [f"{base}-from-{name}", f"{base}-to-{name}", f"{base}-rolling-{name}-to-{name}"]
+    assert [r["name"] for r in doc["runs"]] == names
+    assert [r.parent.name for r in runs] == names
+    # one spec, seed and fault for all three; B alone takes --to-option
+    tests = [json.loads((r / "test.json").read_text()) for r in runs]
+    assert {t["seed"] for t in tests} == {3}
+    assert [t["config"]["ack"] for t in tests] == ["manual", "auto", "manual"]
+    # the rolling run rolled every node onto the install and enabled its flags
+    ops = list(read_history(rolled / "history.jsonl"))
+    steps = [op["value"] for op in ops if op["f"] == "start-upgrade" and op["value"]]
+    assert [s["node"] for s in steps] == ["n1", "n2", "n3"]
+    assert all(s["to"] == str(INSTALL) for s in steps)
+    synced = [op["value"]["in-sync"] for op in ops if op["f"] == "stop-upgrade" and op["value"]]
+    assert synced == [True, True, True]
+    assert any(op["f"] == "stop-finalize" and op["value"] for op in ops)
+    # B got worse where A held; the rolling run did not
+    worse = {(f["run"], f["subject"]) for f in doc["findings"] if f["outcome"] == "worse"}
+    gated = {(f["run"], f["subject"]) for f in doc["findings"] if f["gated"]}
+    assert (1, "at-least-once") in worse & gated  # B: lost acknowledged messages
+    assert not {w for w in worse & gated if w[0] == 2}  # the rolling run: nothing worse
+    junit = (compared / "junit.xml").read_text()
+    assert "<failure" in junit and "at-least-once" in junit
+    assert (compared / "compare.html").is_file()
+    # the rolling run alone against A passes: compare's exit 0
+    assert main(["compare", str(a), str(rolled), "--out", str(tmp_path / "c2")]) == 0
