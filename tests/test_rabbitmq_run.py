@@ -130,7 +130,10 @@ def nodes_of(state):
 
 def test_ctrl_c_twice_still_heals_tears_down_and_keeps_the_history(state, tmp_path):
     proc, store = start_cli(
-        state, tmp_path, "--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "1"
+        state,
+        tmp_path,
+        # the cut lasts at least half an interval (1.5 s) after it is in place
+        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "3"),
     )
     try:
         history = wait_for_op(store, "start-partition")
@@ -165,12 +168,13 @@ def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_stops_all_it_left(state
     proc, store = start_cli(
         state,
         tmp_path,
-        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "1"),
+        # the cut lasts at least half an interval (1.5 s) after it is in place
+        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "3"),
         *("--sink", "dedupe", "--sink-db", "postgres"),
     )
     try:
         history = wait_for_op(store, "start-partition")
-        time.sleep(0.5)  # a few more client ops land after the cut
+        time.sleep(0.2)  # a few more client ops land after the cut
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     finally:
