@@ -65,7 +65,7 @@ matrix: setup kafka-jars
 	$(BIN)/queuecheck matrix
 
 test: setup kafka-jars
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 unit: setup
 	$(BIN)/pytest -q -m 'not integration'

@@ -1,6 +1,6 @@
 """`--driver docker` for real: a private Docker daemon (tests/dockerd.py), the
 node image built here without a registry (mmdebstrap + docker import, the
-root file system cached in .state/docker), three containers on their own
+root file system cached in ~/.cache/queuecheck/docker), three containers on their own
 network reached over SSH, and a faulted RabbitMQ run on them judged by the
 checker. A daemon that is not there is one error, exit 2."""
 
@@ -11,9 +11,14 @@ import pytest
 
 from harness.cli import main
 from harness.history import read_history
-from harness.nodes.docker_cluster import OWNER_LABEL, connect, default_image, ensure_image
+from harness.nodes.docker_cluster import (
+    IMAGE_CACHE,
+    OWNER_LABEL,
+    connect,
+    default_image,
+    ensure_image,
+)
 from harness.nodes.remote import Remote
-from harness.options import DEFAULT_STATE
 from harness.runner import Run, RunOptions
 from tests.dockerd import private_dockerd
 
@@ -31,7 +36,7 @@ def image(docker_host):
     """The node image in the private daemon: imported from the cached root
     file system (made first if there is none: a cold build)."""
     started = time.monotonic()
-    tag = ensure_image(connect(docker_host), DEFAULT_STATE.resolve() / "docker", say=print)
+    tag = ensure_image(connect(docker_host), IMAGE_CACHE, say=print)
     print(f"node image {tag} ready in {time.monotonic() - started:.0f} s")
     return tag
 

@@ -135,6 +135,35 @@ def test_namespaces_it_did_not_make_are_left_alone(cluster):
         cluster.down()
 
 
+def test_a_cluster_left_by_a_killed_session_is_taken_over_a_live_one_is_not(cluster, tmp_path):
+    """A session's processes die with it, its namespaces and bridge stay. The
+    next run with another state dir (a new pytest tmp dir) takes them over
+    once nothing runs in them; while the first cluster's sshd runs, never."""
+    cluster.up()
+    rerun = LocalCluster(
+        nodes=3, subnet="10.77.9.0/24", bridge="qctbr9", prefix="qct-", state=tmp_path / "rerun"
+    )
+    marks = list(Path("/run/queuecheck").glob("*/qct*"))
+    for m in marks:  # made long ago
+        os.utime(m, (time.time() - 3600, time.time() - 3600))
+    with pytest.raises(Exception, match="bridge qctbr9 exists but this cluster .* did not make it"):
+        rerun.up()  # the first cluster is alive
+    for node in cluster.names():
+        pid = pid_alive(cluster.node_dir(node) / "sshd.pid")
+        os.kill(pid, 9)  # its session ends
+    try:
+        specs = rerun.up()
+        assert rerun.status() == {n: f"up 10.77.9.1{i}" for i, n in enumerate(rerun.names(), 1)}
+        node = Remote(specs[0])
+        assert "10.77.9.11/24" in node.run("ip -o -4 addr show eth0", timeout=10).out
+        node.close()
+        assert all(
+            m.read_text() == str(rerun.state) for m in Path("/run/queuecheck").glob("*/qct*")
+        )
+    finally:
+        assert rerun.down() == []
+
+
 def test_a_changed_host_key_is_refused_naming_the_node(cluster):
     """Trusted on first contact and kept in the tool's own known_hosts; a node
     whose key changes afterwards (rebuilt, or someone else answering) is an

@@ -31,6 +31,7 @@ class CommandLifecycle:
         self.nodes = nodes
         self.existing = existing
         self.installed: dict[str, dict[str, str]] = {}  # nothing: the brokers are theirs
+        self.members: list | None = None  # as listed at setup, expected after faults
         self.since = time.time()  # the journal is read from here on
 
     def command(self, node: Remote, what: str, check: bool = True) -> bool:
@@ -93,6 +94,21 @@ class CommandLifecycle:
                     (into / "journal.log").write_text(r.out)
         except (RemoteError, OSError) as e:
             log.warning("%s: logs: %s", node.name, e)
+
+    def agreed(self, seen: dict[str, list], what: str) -> str | None:
+        """None when every node lists the same `what` (brokers, members), at
+        least one per node, and the same as at setup (recorded the first
+        time); else why not."""
+        if len({tuple(v) for v in seen.values()}) != 1 or not all(seen.values()):
+            return f"the nodes list different {what}, or none: {seen}"
+        listed = next(iter(seen.values()))
+        if self.members is None:
+            if len(listed) < len(self.nodes):
+                return f"{len(listed)} {what} for {len(self.nodes)} nodes: {seen}"
+            self.members = listed
+        elif listed != self.members:
+            return f"{what} {self.members} expected; seen {seen}"
+        return None
 
     def await_serving(self, check, what: str, timeout: float) -> None:
         """Until `check()` returns None (every node serves); raises DBError

@@ -73,9 +73,9 @@ class NodeOptions:
         )
 
     def docker_cluster(self, say: Callable[[str], None] | None = None) -> DockerCluster:
-        """Containers on the --docker-host daemon; the node image is cached
-        (and its key, known_hosts) under the state directory's docker/."""
-        from .docker_cluster import DockerCluster
+        """Containers on the --docker-host daemon; their keys and known_hosts
+        under the state directory's docker/, the node image in IMAGE_CACHE."""
+        from .docker_cluster import IMAGE_CACHE, DockerCluster
 
         state = Path(self.state) / "docker"
         return DockerCluster(
@@ -83,7 +83,7 @@ class NodeOptions:
             subnet=self.subnet,
             prefix=self.prefix,
             state=state / "cluster",
-            image_cache=state,
+            image_cache=IMAGE_CACHE,
             docker_host=self.docker_host,
             image=self.docker_image,
             **({"say": say} if say else {}),

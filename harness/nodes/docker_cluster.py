@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .localcluster import ClusterError, sh, wait_for_port
+from .localcluster import ClusterError, NodeLayout, parse_subnet, sh, wait_for_port
 from .names import bad_name
 from .remote import NodeSpec, Remote, RemoteError
 
@@ -57,6 +57,12 @@ DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 # Which cluster made a container or network: its state directory and prefix.
 OWNER_LABEL = "queuecheck.state"
 PREFIX_LABEL = "queuecheck.prefix"
+# The root file system tarballs (~450 MB each, keyed by the recipe's hash) live
+# in the user's cache like pip's wheels and Maven's jars, shared by every
+# checkout: a fresh clone builds nothing a previous one built.
+IMAGE_CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "queuecheck" / "docker"
+)
 
 
 # -- the image ------------------------------------------------------------
@@ -286,7 +292,7 @@ def _root_cause(e: BaseException) -> str:
 
 # -- the cluster ----------------------------------------------------------
 @dataclass
-class DockerCluster:
+class DockerCluster(NodeLayout):
     """Made from NodeOptions (harness/nodes), which holds the defaults."""
 
     nodes: int
@@ -302,21 +308,15 @@ class DockerCluster:
         why = bad_name("--prefix", self.prefix)
         if why:
             raise ClusterError(why)
-        try:
-            net = ipaddress.ip_network(self.subnet)
-        except ValueError as e:
-            raise ClusterError(f"--subnet {self.subnet!r}: {e}") from None
-        if net.version != 4 or net.num_addresses < self.nodes + 12:
+        net = parse_subnet(self.subnet, self.nodes)
+        if net.version != 4:
             raise ClusterError(f"--subnet {self.subnet} is too small for {self.nodes} nodes")
         self._net = net
         self.state = Path(self.state).resolve()
         self.image_cache = Path(self.image_cache).resolve()
         self._client: Any = None
 
-    # -- names ------------------------------------------------------------
-    def names(self) -> list[str]:
-        return [f"n{i}" for i in range(1, self.nodes + 1)]
-
+    # -- names (the rest: NodeLayout, as the namespace cluster's) -----------
     def container(self, node: str) -> str:
         return f"{self.prefix}{node}"
 
@@ -324,28 +324,8 @@ class DockerCluster:
     def network(self) -> str:
         return f"{self.prefix}net"
 
-    def address(self, node: str) -> str:
-        return str(self._net.network_address + 10 + int(node[1:]))
-
-    @property
-    def gateway(self) -> str:
-        return str(self._net.network_address + 1)
-
-    @property
-    def key(self) -> Path:
-        return self.state / "id_ed25519"
-
-    def node_dir(self, node: str) -> Path:
-        return self.state / "nodes" / node
-
     def labels(self) -> dict[str, str]:
         return {OWNER_LABEL: str(self.state), PREFIX_LABEL: self.prefix}
-
-    def specs(self) -> list[NodeSpec]:
-        known = str(self.state / "known_hosts")
-        return [
-            NodeSpec(n, self.address(n), 22, "root", str(self.key), known) for n in self.names()
-        ]
 
     def client(self) -> Any:
         if self._client is None:

@@ -56,6 +56,34 @@ def pid_alive(pidfile: Path, identity: str | None = None) -> int | None:
     return pid if identity is None or identity in cmdline else None
 
 
+def _abandoned(owner_state: str, settle: float = 60) -> bool:
+    """Whether the cluster with this state directory is gone: no process runs
+    in any namespace it marked, and nothing it marked is younger than `settle`
+    seconds (a cluster still coming up has made its bridge, not its nodes)."""
+    marks = [m for m in OWNER_MARKS.glob("*/*") if _read(m) == owner_state]
+    if any(time.time() - _mtime(m) < settle for m in marks):
+        return False
+    for m in marks:
+        if m.parent.name == "netns" and Path(f"/run/netns/{m.name}").exists():
+            if sh("ip", "netns", "pids", m.name, check=False).stdout.split():
+                return False
+    return True
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile: its owner is active
+        return time.time()
+
+
 def wait_for_port(host: str, port: int, what: str, timeout: float = 20) -> None:
     """Readiness by connecting, never by sleeping a fixed time."""
     deadline = time.monotonic() + timeout
@@ -71,36 +99,28 @@ def wait_for_port(host: str, port: int, what: str, timeout: float = 20) -> None:
     raise ClusterError(f"{what}: nothing answered on {host}:{port} within {timeout:.0f} s ({last})")
 
 
-@dataclass
-class LocalCluster:
-    """Made from NodeOptions (harness/nodes), which holds the defaults."""
+def parse_subnet(subnet: str, nodes: int) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """The nodes' subnet, big enough for `nodes` (addresses from .11 up)."""
+    try:
+        net = ipaddress.ip_network(subnet)
+    except ValueError as e:
+        raise ClusterError(f"--subnet {subnet!r}: {e}") from None
+    if net.num_addresses < nodes + 12:
+        raise ClusterError(f"--subnet {subnet} is too small for {nodes} nodes")
+    return net
+
+
+class NodeLayout:
+    """How a local cluster's nodes are named, addressed and reached, whatever
+    makes them (namespaces here, containers in docker_cluster.py): n1..nN at
+    .11 up on the subnet, root over SSH with the cluster's own key."""
 
     nodes: int
-    subnet: str
-    bridge: str
-    prefix: str
     state: Path
+    _net: ipaddress.IPv4Network | ipaddress.IPv6Network
 
-    def __post_init__(self) -> None:
-        for kind, value in (("--prefix", self.prefix), ("--bridge", self.bridge)):
-            why = bad_name(kind, value)
-            if why:
-                raise ClusterError(why)
-        try:
-            net = ipaddress.ip_network(self.subnet)
-        except ValueError as e:
-            raise ClusterError(f"--subnet {self.subnet!r}: {e}") from None
-        if net.num_addresses < self.nodes + 12:
-            raise ClusterError(f"--subnet {self.subnet} is too small for {self.nodes} nodes")
-        self._net = net
-        self.state = Path(self.state).resolve()
-
-    # -- names ------------------------------------------------------------
     def names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
-
-    def ns(self, node: str) -> str:
-        return f"{self.prefix}{node}"
 
     def address(self, node: str) -> str:
         return str(self._net.network_address + 10 + int(node[1:]))
@@ -121,6 +141,29 @@ class LocalCluster:
         return [
             NodeSpec(n, self.address(n), 22, "root", str(self.key), known) for n in self.names()
         ]
+
+
+@dataclass
+class LocalCluster(NodeLayout):
+    """Made from NodeOptions (harness/nodes), which holds the defaults."""
+
+    nodes: int
+    subnet: str
+    bridge: str
+    prefix: str
+    state: Path
+
+    def __post_init__(self) -> None:
+        for kind, value in (("--prefix", self.prefix), ("--bridge", self.bridge)):
+            why = bad_name(kind, value)
+            if why:
+                raise ClusterError(why)
+        self._net = parse_subnet(self.subnet, self.nodes)
+        self.state = Path(self.state).resolve()
+
+    # -- names (the rest: NodeLayout) --------------------------------------
+    def ns(self, node: str) -> str:
+        return f"{self.prefix}{node}"
 
     # -- lifecycle --------------------------------------------------------
     def up(self) -> list[NodeSpec]:
@@ -193,9 +236,19 @@ class LocalCluster:
 
     def _owned(self, kind: str, name: str) -> bool:
         try:
-            return (OWNER_MARKS / kind / name).read_text() == str(self.state)
+            owner = (OWNER_MARKS / kind / name).read_text()
         except OSError:
             return False
+        if owner == str(self.state):
+            return True
+        if not _abandoned(owner):
+            return False
+        # Ours from now on: the cluster that made it was killed with its
+        # session (every process in its namespaces is gone), and the same
+        # names are asked for again, say by a rerun with another state dir.
+        print(f"taking over {kind} {name}, left by a stopped cluster (state {owner})")
+        self._mark(kind, name)
+        return True
 
     def _unmark(self, kind: str, name: str) -> None:
         (OWNER_MARKS / kind / name).unlink(missing_ok=True)

@@ -34,7 +34,6 @@ class ExistingKafka(CommandLifecycle):
     def __init__(self, nodes: list[Remote], existing: Existing, opts: KafkaOptions):
         super().__init__(nodes, existing)
         self.opts = opts
-        self.broker_ids: list[int] | None = None  # as found at setup, expected after faults
         self.settings: dict[str, Any] = {}  # the test topic's, read from the brokers
 
     def bootstrap(self, node: Remote | None = None) -> str:
@@ -43,7 +42,7 @@ class ExistingKafka(CommandLifecycle):
         return ",".join(self.existing.nodes[n.name].client for n in chosen)
 
     def topic_replication(self) -> int:
-        return min(self.opts.replication_factor, len(self.broker_ids or self.nodes))
+        return min(self.opts.replication_factor, len(self.members or self.nodes))
 
     def topic_configs(self) -> dict[str, str]:
         return {}  # the brokers' own defaults apply, and are read back
@@ -61,15 +60,6 @@ class ExistingKafka(CommandLifecycle):
             silent = [name for name, ids in seen.items() if not ids]
             if silent:
                 return f"no answer from {', '.join(silent)} ({self.bootstrap()})"
-            if len({tuple(ids) for ids in seen.values()}) != 1:
-                return f"the nodes list different brokers: {seen}"
-            ids = next(iter(seen.values()))
-            if self.broker_ids is None:
-                if len(ids) < len(self.nodes):
-                    return f"{len(ids)} brokers unfenced for {len(self.nodes)} nodes: {seen}"
-                self.broker_ids = ids
-            elif ids != self.broker_ids:
-                return f"brokers {self.broker_ids} expected unfenced; seen {seen}"
-            return None
+            return self.agreed(seen, "unfenced brokers")
 
         self.await_serving(check, "the existing Kafka cluster", timeout or self.opts.ready_timeout)

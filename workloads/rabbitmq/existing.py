@@ -39,7 +39,6 @@ class ExistingRabbitMQ(CommandLifecycle):
         super().__init__(nodes, existing)
         self.opts = opts
         self.clients = clients
-        self.members: list[str] | None = None  # running nodes at setup, expected after faults
         self.settings: dict[str, Any] = {}
 
     def address(self, node: Remote) -> tuple[str, int]:
@@ -105,15 +104,9 @@ class ExistingRabbitMQ(CommandLifecycle):
 
         def check() -> str | None:
             seen = {n.name: self.running_nodes(n) for n in self.nodes}
-            if len({tuple(v) for v in seen.values()}) != 1 or not all(seen.values()):
-                return f"running nodes differ or are unknown: {seen}"
-            members = next(iter(seen.values()))
-            if self.members is None:
-                if len(members) < len(self.nodes):
-                    return f"{len(members)} nodes running for {len(self.nodes)}: {seen}"
-                self.members = members
-            elif members != self.members:
-                return f"{self.members} expected running; seen {seen}"
+            why = self.agreed(seen, "running nodes")
+            if why:
+                return why
             refused = [why for n in self.nodes if (why := self._answers(n))]
             return "; ".join(refused) or None
 
