@@ -13,12 +13,13 @@ LOGS := .state/logs
 # Debian packages the project drives: a JRE for Spark and Kafka, maven to fetch
 # Kafka's jars, sshd + iptables + iproute2 for the namespace cluster, RabbitMQ,
 # chromium to test report.html as a person sees it, PostgreSQL for --sink-db postgres,
+# fuse3 for lazyfs (the power-loss fault's file system),
 # docker.io (dockerd, containerd, runc, tini as docker-init) and mmdebstrap for
 # --driver docker: the tests run a private daemon on their own socket, and the node
 # image is built from Debian's mirror with mmdebstrap, no registry needed. On a
 # machine with systemd the package's own daemon is masked before it installs: it
 # would set the host's iptables FORWARD policy to DROP and cut the namespace cluster.
-APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql docker.io mmdebstrap
+APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql docker.io mmdebstrap fuse3
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
@@ -40,7 +41,7 @@ APT_INSTALL = missing=$$(for p in $(APT_PACKAGES); do \
 	    apt-get update && apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-.PHONY: setup kafka-jars demo matrix test unit bench fuzz lint clean
+.PHONY: setup kafka-jars demo matrix findings detection test unit bench fuzz lint clean
 
 setup: $(APT_STAMP) $(PIP_STAMP)
 
@@ -63,6 +64,14 @@ demo: setup kafka-jars
 
 matrix: setup kafka-jars
 	$(BIN)/queuecheck matrix
+
+# Every known-bad setup caught, every control clean: each row once (~15 min).
+findings: setup kafka-jars
+	$(BIN)/queuecheck findings
+
+# The detection rate: each row ten times (about two and a half hours).
+detection: setup kafka-jars
+	$(BIN)/queuecheck findings --runs 10
 
 test: setup kafka-jars
 	$(BIN)/pytest -q --durations=25

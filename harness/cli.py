@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import fields
@@ -15,7 +16,7 @@ from rich.markup import escape
 from checkers.options import SparkOptions
 from harness.history import HISTORY_FILE, HistoryError
 from harness.nodes import NodeOptions
-from harness.options import add_arguments, default_of, given
+from harness.options import OptionError, add_arguments, default_of, given
 from harness.runner import RunError, RunOptions
 from harness.store import StoreOptions
 from workloads.registry import SYSTEMS
@@ -38,6 +39,13 @@ def _out() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=140)
 
 
+def _json_or_empty(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from checkers.job import RESULTS_FILE, check, parse_claims, write_results
     from checkers.load import history_path
@@ -54,7 +62,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         use_sidecar=not args.no_sidecar,
     )
     write_results(doc, out)
-    print_verdict(doc)
+    stats = history_path(args.path).parent / "stats.json"  # beside a run's history
+    print_verdict(doc, stats=_json_or_empty(stats))
     _out().print(f"results: {out}")
     return EXIT[doc["valid"]]
 
@@ -138,6 +147,21 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return exit_of([r.get("results") for r in doc["rows"]])
 
 
+def cmd_findings(args: argparse.Namespace) -> int:
+    """Known-bad setups caught, known-good controls clean: one table."""
+    from harness.findings import FINDINGS, FindingsOptions, exit_code, findings_named, run_findings
+
+    opts = FindingsOptions(**given(args, FindingsOptions))
+    if opts.list_rows:
+        for f in FINDINGS:
+            kind = "known-bad" if f.known_bad else "known-good"
+            _out().print(f"{f.preset.name} ({kind}): {f.preset.what}\n  {f.teaches}")
+        return 0
+    if opts.runs < 1:
+        raise OptionError(f"--runs: {opts.runs} is below 1")
+    return exit_code(run_findings(opts, findings_named(opts.rows), _out()))
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     """up | down | status of the local cluster (--driver: namespaces or Docker containers)."""
     from harness.nodes.remote import Remote
@@ -181,7 +205,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     if doc is None:
         out.print(f"history: {run / HISTORY_FILE} (not checked)")
         return 0
-    print_verdict(doc, out)
+    print_verdict(doc, out, stats=_json_or_empty(run / "stats.json"))
     out.print(f"run: {run}")
     return EXIT[doc["valid"]]
 
@@ -228,6 +252,7 @@ def _default(cls: type, name: str) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     from harness.demo import DemoOptions
+    from harness.findings import FindingsOptions
     from harness.gate import GateOptions
     from harness.matrix import MatrixOptions
 
@@ -307,6 +332,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_arguments(p, MatrixOptions)
     p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser(
+        "findings",
+        help="the findings suite: every known-bad setup caught, every known-good one clean",
+    )
+    add_arguments(p, FindingsOptions)
+    p.set_defaults(func=cmd_findings)
     for parser in (ap, *sub.choices.values()):
         parser.add_argument(
             "--debug",

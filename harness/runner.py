@@ -29,14 +29,16 @@ from rich.markup import escape
 from checkers.options import SparkOptions
 from nemesis.base import FaultContext, Nemesis
 from nemesis.client_crash import POINTS, TARGETS
-from nemesis.grudge import SHAPES
+from nemesis.grudge import AIMED_SHAPES, SHAPES
 from nemesis.iptables import heal_leftovers
+from nemesis.profiles import PROFILES
+from nemesis.profiles import help_text as profiles_help
 from nemesis.registry import FAULTS
 from nemesis.registry import help_text as faults_help
 from nemesis.schedule import Schedule
+from nemesis.targets import TARGETS as NODE_TARGETS
 from nemesis.upgrade import RollingUpgrade
 from workloads.client import NEXT_OP, Client, describe
-from workloads.db import DBError
 from workloads.registry import SYSTEMS
 from workloads.sinks import DATABASES, TABLE_SINKS, Sink, make_table_sink
 from workloads.sinks.postgres import stop_leftovers as stop_leftover_servers
@@ -47,8 +49,9 @@ from .history import HISTORY_FILE, HistoryWriter
 from .interpreter import Interpreter, unknown
 from .nodes import NodeOptions
 from .nodes.remote import Remote
-from .options import OptionError, check_choices, option
+from .options import OptionError, check_choices, default_of, option
 from .progress import Progress
+from .recovery import recover
 from .store import StoreOptions, new_run_dir, write_test
 
 log = logging.getLogger(__name__)
@@ -76,9 +79,18 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
     time_limit: float = option(60.0, "main phase, seconds")
     rate: float = option(0.0, "sends per second, 0 = unbounded")
     concurrency: int = option(10, "client processes")
-    producers: int | None = option(None, "of which producers", shown_default="half")
+    producers: int | None = option(
+        None,
+        "of which producers (all of them: nothing is read before the final drain)",
+        shown_default="half",
+    )
     op_timeout: float = option(10.0, "deadline of one op, seconds")
     recovery_timeout: float = option(120.0, "seconds to recover after healing")
+    operator_restart: bool = option(
+        True,
+        "when the cluster or the test's queue is still stuck --recovery-timeout s after the "
+        "final heal, restart the stuck nodes once (recorded as nemesis ops) and wait again",
+    )
     seed: int | None = option(None, "nemesis random seed")
     # faults
     nemesis: list[str] = option(
@@ -87,8 +99,27 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
         choices=FAULTS,
     )
     nemesis_interval: float = option(10.0, "seconds between faults")
+    nemesis_overlap: bool = option(
+        False, "each fault kind on its own rhythm, so faults of different kinds overlap"
+    )
+    nemesis_profile: str | None = option(
+        None,
+        f"a named fault mix; options given explicitly win ({profiles_help()})",
+        choices=PROFILES,
+    )
     partition_shapes: list[str] = option(
-        default_factory=lambda: list(SHAPES), help="partition shapes", choices=SHAPES
+        default_factory=lambda: list(SHAPES),
+        help="partition shapes, one at random per partition; isolate-primary cuts a leader "
+        "of the test's partitions or queues from the other brokers (not from clients)",
+        choices=SHAPES + AIMED_SHAPES,
+    )
+    fault_targets: list[str] = option(
+        default_factory=lambda: ["one"],
+        help="whom kill, pause and loss strike, one of these at random per fault: one, "
+        "minority, majority, all (nodes at random), primaries (the leaders of the test's "
+        "partitions or queues, asked of the broker then), controller (its active controller, "
+        "for brokers that have one)",
+        choices=NODE_TARGETS,
     )
     loss_probability: float = option(0.3, "share of packets the loss fault drops")
     crash_point: str = option(
@@ -128,12 +159,21 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
             check_choices(self)
         except OptionError as e:
             raise RunError(str(e)) from None
-        if self.concurrency < 2:
-            raise RunError("--concurrency: needs at least 2 (a producer and a consumer)")
+        if self.nemesis_profile:
+            defaults = {f.name: default_of(f) for f in fields(self)}
+            for name, value in PROFILES[self.nemesis_profile][1].items():
+                if getattr(self, name) == defaults[name]:
+                    setattr(self, name, value)
+        if self.concurrency < 1:
+            raise RunError("--concurrency: needs at least 1")
         if self.producers is None:
-            self.producers = self.concurrency // 2
-        if not 0 < self.producers < self.concurrency:
-            raise RunError(f"--producers: must be in 1..{self.concurrency - 1}")
+            self.producers = max(1, self.concurrency // 2)
+        # All producers is Jepsen's queue test: nothing is read before the final
+        # drain, so whatever the brokers drop meanwhile is missing from it.
+        if not 0 < self.producers <= self.concurrency:
+            raise RunError(f"--producers: must be in 1..{self.concurrency}")
+        if self.producers == self.concurrency and self.sink:
+            raise RunError("--sink: needs consumers (--producers below --concurrency)")
         system = SYSTEMS[self.system]
         existing = self.existing()  # before any node is reached: the file's errors first
         if existing and existing.system != self.system:
@@ -318,6 +358,7 @@ class Run:
                 history,
                 opts.nemesis_interval,
                 opts.seed,
+                overlap=opts.nemesis_overlap,
             )
             schedule.setup()
             if system.rolls_upgrade():
@@ -447,16 +488,19 @@ class Run:
         self.progress.phase("final phase: healing every fault")
         schedule.heal()
         self.progress.phase(f"final phase: waiting for {system.db.name} to recover")
-        try:
-            system.db.await_cluster(opts.recovery_timeout)
-            self.stats["recovered"] = True
-        except DBError as e:
-            # A finding, not a harness failure: the history is still judged. Without a
-            # drain no loss can be proven, so at-least-once becomes unknown, not violated.
-            self.stats["recovered"] = False
-            self.stats["recovery-error"] = str(e)
+        recovery = recover(system, nodes, schedule, opts.recovery_timeout, opts.operator_restart)
+        self.stats.update(recovery.stats())
+        # A finding, not a harness failure: the history is still judged. Without a
+        # drain no loss can be proven, so at-least-once becomes unknown, not violated.
+        if not recovery.recovered:
             self.console.print(
-                f"[bold red]the cluster did not recover after healing:[/] {escape(str(e))}"
+                f"[bold red]the cluster did not recover after healing ({recovery.story}):[/] "
+                f"{escape(self.stats['recovery-error'])}"
+            )
+        elif recovery.restarted:
+            self.console.print(
+                "[bold yellow]the cluster did not recover by itself after healing; it "
+                f"recovered {recovery.story}[/]"
             )
         if self.sink:
             if self.stats["recovered"]:
@@ -511,20 +555,20 @@ class Run:
         if schedule:
             steps.append(("heal", schedule.heal))
         if system and nodes:
-            for node in nodes:
-                steps.append(
-                    (
-                        f"{node.name}: logs",
-                        lambda n=node: system.db.collect_logs(n, run / "nodes" / n.name),
-                    )
+            steps.append(
+                (
+                    "logs",
+                    lambda: each_node(
+                        nodes, "logs", lambda n: system.db.collect_logs(n, run / "nodes" / n.name)
+                    ),
                 )
+            )
         if schedule:
             steps.append(("nemesis teardown", schedule.teardown))
         if system:
             steps.append(("remove the test's own topic or queue", system.cleanup))
         if system and nodes:
-            for node in nodes:
-                steps.append((f"{node.name}: teardown", lambda n=node: system.db.teardown(n)))
+            steps.append(("teardown", lambda: each_node(nodes, "teardown", system.db.teardown)))
         if history:
             steps.append(("close history", history.close))
         if self.sink:
@@ -538,6 +582,23 @@ class Run:
             except Exception as e:  # noqa: BLE001 - one failed step must not skip the rest
                 log.warning("teardown step %s failed: %s", what, e)
         (run / "stats.json").write_text(json.dumps(self.stats, indent=2) + "\n")
+
+
+def each_node(nodes: list[Remote], what: str, step: Callable[[Remote], None]) -> None:
+    """`step` on every node at once (a teardown of three nodes takes as long
+    as one); a node's failure is logged and keeps no other node's step from running."""
+
+    def one(node: Remote) -> None:
+        try:
+            step(node)
+        except Exception as e:  # noqa: BLE001 - teardown survives its own failures
+            log.warning("teardown step %s: %s failed: %s", node.name, what, e)
+
+    threads = [threading.Thread(target=one, args=(n,), name=f"{what}-{n.name}") for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def write_effects(history: HistoryWriter, counts, chunk: int = 10_000) -> int:

@@ -12,6 +12,10 @@ import networkx as nx
 
 Grudge = dict[str, frozenset[str]]
 SHAPES = ("isolate", "halves", "bridge", "majorities-ring")
+# Shapes aimed at a node the broker names (targets.py): the leader alone,
+# cut from the other brokers but not from clients, which keeps acknowledging
+# what its followers never get; the classic acknowledged-then-truncated case.
+AIMED_SHAPES = ("isolate-primary",)
 
 
 def grudge_of(g: nx.Graph | nx.DiGraph) -> Grudge:
@@ -78,3 +82,8 @@ BUILDERS = {
 def random_grudge(shapes: list[str], nodes: list[str], rng: random.Random) -> tuple[str, Grudge]:
     shape = rng.choice(shapes)
     return shape, grudge_of(BUILDERS[shape](nodes, rng))
+
+
+def isolated(nodes: list[str], lone: str) -> Grudge:
+    """`lone` alone, the rest together."""
+    return grudge_of(components([[lone], [n for n in nodes if n != lone]]))

@@ -11,8 +11,9 @@ from typing import Any
 from harness.nodes.remote import Remote
 
 from .base import FaultContext
-from .grudge import SHAPES, random_grudge
+from .grudge import AIMED_SHAPES, SHAPES, isolated, random_grudge
 from .iptables import PARTITION_CHAIN, Chain, on_all
+from .targets import leaders
 
 
 class PartitionNemesis:
@@ -23,14 +24,16 @@ class PartitionNemesis:
 
     @classmethod
     def build(cls, ctx: FaultContext) -> PartitionNemesis:
-        return cls(ctx.nodes, ctx.options.partition_shapes)
+        return cls(ctx.nodes, ctx.options.partition_shapes, ctx.db)
 
-    def __init__(self, nodes: list[Remote], shapes: list[str] | None = None):
+    def __init__(self, nodes: list[Remote], shapes: list[str] | None = None, db: Any = None):
         self.nodes = nodes
+        self.db = db
         self.shapes = list(shapes or SHAPES)
-        unknown = [s for s in self.shapes if s not in SHAPES]
+        known = SHAPES + AIMED_SHAPES
+        unknown = [s for s in self.shapes if s not in known]
         if unknown:
-            raise ValueError(f"partition shape {unknown[0]!r} is not one of {', '.join(SHAPES)}")
+            raise ValueError(f"partition shape {unknown[0]!r} is not one of {', '.join(known)}")
         self.chain = Chain(PARTITION_CHAIN)
         self._active = False
 
@@ -39,7 +42,7 @@ class PartitionNemesis:
 
     def start(self, rng: random.Random) -> Any:
         by_name = {n.name: n for n in self.nodes}
-        shape, grudge = random_grudge(self.shapes, sorted(by_name), rng)
+        shape, grudge, note = self._grudge(sorted(by_name), rng)
 
         def cut(node: Remote) -> None:
             drops = sorted(grudge[node.name])
@@ -47,7 +50,21 @@ class PartitionNemesis:
 
         self._active = True
         on_all(self.nodes, cut)
-        return {"shape": shape, "grudge": {n: sorted(d) for n, d in grudge.items()}}
+        return {"shape": shape, **note, "grudge": {n: sorted(d) for n, d in grudge.items()}}
+
+    def _grudge(self, names: list[str], rng: random.Random):
+        shape = rng.choice(self.shapes)
+        if shape not in AIMED_SHAPES:
+            return (*random_grudge([shape], names, rng), {})
+        primaries = [n for n in leaders(self.db, "primaries") if n in names]
+        if primaries:
+            lone, note = rng.choice(primaries), {"primaries": primaries}
+        else:
+            lone, note = (
+                rng.choice(names),
+                {"fallback": "the broker named no primary: one random node"},
+            )
+        return shape, isolated(names, lone), {**note, "isolated": lone}
 
     def stop(self) -> Any:
         on_all(self.nodes, self.chain.flush)

@@ -1,5 +1,6 @@
 """Broker process faults, by the pid in each node's pidfile (never by name):
-kill (SIGKILL) then restart, and pause (SIGSTOP) then resume (SIGCONT)."""
+kill (SIGKILL) then restart, and pause (SIGSTOP) then resume (SIGCONT), on
+the nodes a target names (targets.py: one, a majority, the leaders...)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from harness.nodes.remote import Remote, RemoteError
 from workloads.db import DB
 
 from .base import FaultContext
+from .iptables import on_all
+from .targets import pick_any
 
 log = logging.getLogger(__name__)
 
@@ -20,10 +23,11 @@ class _OneNodeFault:
 
     @classmethod
     def build(cls, ctx: FaultContext):
-        return cls(ctx.db)
+        return cls(ctx.db, ctx.options.fault_targets)
 
-    def __init__(self, db: DB):
+    def __init__(self, db: DB, allowed: list[str] | None = None):
         self.db = db
+        self.allowed = list(allowed or ["one"])
         self.targets: list[Remote] = []
 
     def active(self) -> bool:
@@ -33,18 +37,19 @@ class _OneNodeFault:
         pass
 
     def start(self, rng: random.Random) -> Any:
-        node = rng.choice(self.db.nodes)
-        hit = self._inject(node)
-        if hit:
-            self.targets.append(node)
-        return {"node": node.name, "hit": hit}
+        chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db)
+        hit = []
+        # All at once matters: a whole-cluster kill must not leave the last
+        # broker time to take over, nor a paused leader's followers to elect.
+        for node, struck in zip(chosen, on_all(chosen, self._inject), strict=True):
+            if struck:
+                self.targets.append(node)
+                hit.append(node.name)
+        return {**note, "hit": hit}
 
     def stop(self) -> Any:
-        done = []
-        for node in self.targets:
-            self._undo(node)
-            done.append(node.name)
-        self.targets = []
+        on_all(self.targets, self._undo)
+        done, self.targets = sorted(n.name for n in self.targets), []
         return {"nodes": done}
 
     def teardown(self) -> None:
@@ -58,7 +63,7 @@ class _OneNodeFault:
 
 class KillNemesis(_OneNodeFault):
     name = "kill"
-    summary = "SIGKILL of one broker, restarted at the stop"
+    summary = "SIGKILL of the targets' brokers, restarted at the stop"
     colour = "#ef9a9a"
 
     def _inject(self, node: Remote) -> bool:
@@ -70,7 +75,7 @@ class KillNemesis(_OneNodeFault):
 
 class PauseNemesis(_OneNodeFault):
     name = "pause"
-    summary = "SIGSTOP of one broker, SIGCONT at the stop"
+    summary = "SIGSTOP of the targets' brokers, SIGCONT at the stop"
     colour = "#ce93d8"
 
     def _inject(self, node: Remote) -> bool:

@@ -7,12 +7,20 @@ from .base import Nemesis
 from .client_crash import ClientCrashNemesis
 from .loss import LossNemesis
 from .partition import PartitionNemesis
+from .power_loss import PowerLossNemesis
 from .process import KillNemesis, PauseNemesis
 from .upgrade import COLOURS as UPGRADE_COLOURS
 
 FAULTS: dict[str, type[Nemesis]] = {
     f.name: f
-    for f in (PartitionNemesis, KillNemesis, PauseNemesis, LossNemesis, ClientCrashNemesis)
+    for f in (
+        PartitionNemesis,
+        KillNemesis,
+        PauseNemesis,
+        LossNemesis,
+        PowerLossNemesis,
+        ClientCrashNemesis,
+    )
 }
 
 
@@ -20,5 +28,13 @@ def help_text() -> str:
     return "; ".join(f"{name}: {f.summary}" for name, f in FAULTS.items())
 
 
-# Shading of every nemesis activity in report.html: the faults' and a rolling upgrade's steps.
-COLOURS: dict[str, str] = {**{name: f.colour for name, f in FAULTS.items()}, **UPGRADE_COLOURS}
+# The operator's restart of nodes still stuck after the final heal (harness/recovery.py).
+OPERATOR_RESTART = "operator-restart"
+
+# Shading of every nemesis activity in report.html: the faults', a rolling
+# upgrade's steps, and an operator's restart.
+COLOURS: dict[str, str] = {
+    **{name: f.colour for name, f in FAULTS.items()},
+    **UPGRADE_COLOURS,
+    OPERATOR_RESTART: "#8d6e63",
+}

@@ -1,9 +1,12 @@
 """When faults happen: every `interval` seconds a fault starts and one
 interval later it stops. Faults come in random order, each asked-for kind
-once per round, so a short run still sees every kind. At the end
-every fault still active is stopped (the final heal), each start and stop
-recorded as nemesis ops: an info before (what is about to happen) and an
-info after (what happened, or the error)."""
+once per round, so a short run still sees every kind. With `overlap` (as
+Jepsen's combined packages) each kind keeps its own rhythm instead, started
+a fraction of an interval after the previous kind, so a partition can be in
+place while a broker is killed or paused. At the end every fault still
+active is stopped (the final heal), each start and stop recorded as nemesis
+ops: an info before (what is about to happen) and an info after (what
+happened, or the error)."""
 
 from __future__ import annotations
 
@@ -29,14 +32,24 @@ class Schedule:
         history: HistoryWriter,
         interval: float = 10.0,
         seed: int | None = None,
+        overlap: bool = False,
     ):
         self.faults = faults
         self.history = history
         self.interval = interval
+        self.seed = seed
         self.rng = random.Random(seed)
         self.stop_event = threading.Event()
         self.active_names: set[str] = set()  # for the progress display
-        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        if overlap:
+            self._threads = [
+                threading.Thread(
+                    target=self._run_one, args=(k, f), name=f"nemesis-{f.name}", daemon=True
+                )
+                for k, f in enumerate(faults)
+            ]
+        else:
+            self._threads = [threading.Thread(target=self._run, name="nemesis", daemon=True)]
         self.lock = threading.Lock()  # one fault action (or upgrade step) at a time
 
     def setup(self) -> None:
@@ -45,7 +58,8 @@ class Schedule:
 
     def start(self) -> None:
         if self.faults:
-            self._thread.start()
+            for t in self._threads:
+                t.start()
 
     def record(self, f: str, action) -> Any:
         self.history.append({"process": NEMESIS, "type": "info", "f": f, "value": None})
@@ -91,6 +105,30 @@ class Schedule:
             with self.lock:
                 self._stop(fault)
 
+    def _run_one(self, k: int, fault: Nemesis) -> None:
+        """One kind's own rhythm (overlap): it starts k/n of an interval after
+        the first kind, then every two intervals, with its own random choices
+        (a seed per kind, so a run is repeatable whatever the others do)."""
+        rng = random.Random(f"{self.seed}-{fault.name}")
+        if self.stop_event.wait(self.interval * (1 + k / len(self.faults))):
+            return
+        while True:
+            began = time.monotonic()
+            with self.lock:
+                if self.stop_event.is_set():
+                    return
+                self.record(f"start-{fault.name}", functools.partial(fault.start, rng))
+                if not fault.instant:
+                    self.active_names.add(fault.name)
+            if self._wait_after(began):
+                return
+            began = time.monotonic()
+            if not fault.instant:
+                with self.lock:
+                    self._stop(fault)
+                if self._wait_after(began):
+                    return
+
     def _stop(self, fault: Nemesis) -> None:
         if fault.active():
             self.record(f"stop-{fault.name}", fault.stop)
@@ -102,8 +140,9 @@ class Schedule:
         with self.lock:
             for fault in self.faults:
                 self._stop(fault)
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout=30)
 
     def teardown(self) -> None:
         """After everything, and after a crash: undo whatever may be left."""

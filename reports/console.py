@@ -13,7 +13,7 @@ from checkers.delivery import ANOMALIES, PROPERTY_RULES
 from checkers.exercise import describe
 
 
-def _rule(name: str) -> tuple[str, ...]:
+def property_rule(name: str) -> tuple[str, ...]:
     """The counts that decide a property, from both checkers."""
     rule = PROPERTY_RULES.get(name, ()) + offsets.PROPERTY_RULES.get(name, ())
     return tuple(dict.fromkeys(rule))
@@ -63,7 +63,21 @@ def _examples(doc: dict[str, Any], names: tuple[str, ...], limit: int = 2) -> st
     return "\n".join(lines)
 
 
-def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
+def recovery_line(stats: dict[str, Any]) -> str | None:
+    """How the cluster came back after the final heal (stats.json, written by
+    the run; harness/recovery.py), when that is news: it took a restart, or
+    it never did."""
+    story = stats.get("recovery")
+    if story is None or story == "by itself":
+        return None
+    if stats.get("recovered"):
+        return f"the cluster did not recover by itself; it recovered {story}"
+    return f"the cluster did not recover ({story}): no loss can be proven"
+
+
+def print_verdict(
+    doc: dict[str, Any], console: Console | None = None, stats: dict[str, Any] | None = None
+) -> None:
     console = console or Console(width=None if Console().is_terminal else 120)
     if doc.get("claims-source") == "default":
         console.print(
@@ -75,7 +89,7 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
     for col in ("property", "claimed", "held?", "counts", "first examples (id @ history index)"):
         table.add_column(col)
     for name, prop in doc["properties"].items():
-        rule = _rule(name)
+        rule = property_rule(name)
         shown = ", ".join(f"{k}={counts[k]}" for k in rule if k in counts)
         if prop.get("reason") and prop["valid"] is not False:
             shown += f"\n[dim]{escape(prop['reason'])}[/]"
@@ -105,6 +119,9 @@ def print_verdict(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"exercised: {escape(exercise)}")
     for err in doc.get("errors", []):
         console.print(f"[red]checker error:[/] {escape(str(err))}")
+    said = recovery_line(stats or {})
+    if said:
+        console.print(f"[yellow]recovery:[/] {escape(said)}")
     verdict = VERDICT.get(doc["valid"], doc["valid"])
     if doc.get("hollow"):
         verdict += f" [yellow](hollow: {', '.join(doc['hollow'])})[/]"

@@ -20,7 +20,7 @@ from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
 from checkers.exercise import describe  # noqa: E402
 from nemesis.registry import COLOURS as NEMESIS_COLOURS  # noqa: E402
 
-from .console import held_word  # noqa: E402
+from .console import held_word, recovery_line  # noqa: E402
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
 REPORT_FILE = "report.html"
@@ -280,6 +280,7 @@ def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData)
 <pre>{_e(json.dumps(config, indent=2))}</pre>
 <p>Claims, and where the vendor makes them:</p>
 <ul>{"".join(f"<li>{_e(n)}</li>" for n in test.get("claim_notes", []))}</ul>
+{f'<p class="recovery" id="recovery">{_e(said)}</p>' if (said := recovery_line(stats)) else ""}
 <p>Run: {_e(json.dumps(stats))}</p>
 <h2>Latency</h2><div class="plot" id="latency">{latency_plot(data)}</div>
 <p><small>{len(data.latencies)} of {data.completions} completions drawn.</small></p>

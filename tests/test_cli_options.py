@@ -11,8 +11,13 @@ from harness.runner import RunError, RunOptions
     "argv, message",
     [
         (["test", "--nemesis", "partition,bogus"], "--nemesis: 'bogus' is not one of partition"),
-        (["test", "--concurrency", "1"], "--concurrency: needs at least 2"),
-        (["test", "--concurrency", "4", "--producers", "4"], "--producers: must be in 1..3"),
+        (["test", "--concurrency", "0"], "--concurrency: needs at least 1"),
+        (["test", "--concurrency", "4", "--producers", "5"], "--producers: must be in 1..4"),
+        (["test", "--producers", "10", "--sink", "naive"], "--sink: needs consumers"),
+        (["findings", "--rows", "kafka-acks1-leader-isolated,x"], "--rows: unknown row 'x'"),
+        (["findings", "--runs", "0"], "--runs: 0 is below 1"),
+        (["test", "--fault-targets", "boss"], "--fault-targets: 'boss' is not one of one"),
+        (["test", "--partition-shapes", "isolate-boss"], "--partition-shapes: 'isolate-boss'"),
         (["check", "/nonexistent/run"], "no history file"),
         (["test", "--cluster-file", "/nonexistent.json"], "cannot read"),
         (["test", "--sink", "kafka-txn"], "--sink kafka-txn: an output record committed"),
@@ -27,7 +32,7 @@ from harness.runner import RunError, RunOptions
     ],
 )
 def test_bad_input_is_one_error_naming_it_and_exit_2(argv, message, capsys, tmp_path):
-    with_store = argv[0] in ("test", "matrix")
+    with_store = argv[0] in ("test", "matrix", "findings")
     assert main([*argv, "--store", str(tmp_path)] if with_store else argv) == 2
     err = capsys.readouterr().err.replace("\n", " ")
     assert message in err

@@ -107,6 +107,35 @@ def test_pause_and_resume_by_pid(kafka):
     assert kafka.pid(n2) == pid
 
 
+def test_primaries_and_controller_are_who_leads_right_now(kafka):
+    """Fault targets ask the brokers: the leaders of the test's topics (as the
+    admin metadata says), the active KRaft controller (kafka-metadata-quorum);
+    killing the one leader moves it."""
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap(), request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic("led", 1, 3, topic_configs={"min.insync.replicas": "2"})])
+        assert wait_until(
+            lambda: admin.describe_topics(["led"])[0]["partitions"][0]["leader_id"] > 0
+        )
+        leader = admin.describe_topics(["led"])[0]["partitions"][0]["leader_id"]
+    finally:
+        admin.close()
+    kafka.test_topics = ["led"]
+    assert kafka.primaries() == [f"n{leader}"]
+    controller = kafka.controller()
+    assert controller in ("n1", "n2", "n3")
+    struck = kafka.nodes[leader - 1]
+    assert kafka.kill(struck)
+    try:
+        assert wait_until(lambda: kafka.primaries() not in ([], [struck.name]))
+        if controller == struck.name:
+            assert wait_until(lambda: kafka.controller() not in (None, struck.name))
+    finally:
+        kafka.start(struck)
+        kafka.await_node(struck)
+        kafka.await_cluster()
+
+
 def test_invalid_options_are_refused_by_name():
     with pytest.raises(ValueError, match="--replication-factor: 4 is more than the 3 nodes"):
         Kafka([object()] * 3, KafkaOptions(replication_factor=4))

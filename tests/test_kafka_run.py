@@ -76,32 +76,6 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     print("properties:", json.dumps(doc["properties"]))
 
 
-def test_acks_1_with_leader_kills_is_judged_without_an_at_least_once_claim(state, tmp_path):
-    run_dir, doc = run(
-        state,
-        tmp_path,
-        {"acks": "1", "idempotence": False, "min_insync_replicas": 1},
-        time_limit=20,
-        nemesis=["kill"],
-        nemesis_interval=3,
-        seed=5,
-    )
-    ops = list(read_history(run_dir / "history.jsonl"))
-    assert "start-kill" in fault_kinds(ops)
-    test = json.loads((run_dir / "test.json").read_text())
-    assert "at-least-once" not in test["claims"]
-    assert any("no at-least-once claim" in note for note in test["claim_notes"])
-    prop = doc["properties"]["at-least-once"]
-    assert prop["claimed"] is False
-    counts = doc["counts"]
-    print(f"\nacks=1 under kills: {counts}; at-least-once {prop}")
-    if counts["lost"] > 0 and doc["history"]["final-read-complete"]:
-        assert prop["valid"] is False
-        example = doc["anomalies"]["lost"]["examples"][0]
-        cited = [ops[i] for i in example["indexes"]]
-        assert cited[-1]["f"] == "send" and cited[-1]["type"] == "ok"
-
-
 def test_transactions_under_kills_are_checked(state, tmp_path):
     run_dir, doc = run(
         state,

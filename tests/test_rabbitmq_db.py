@@ -62,6 +62,33 @@ def test_pause_and_resume_by_pid(rabbit):
     assert rabbit.pid(n2) == pid
 
 
+def test_primaries_are_the_quorum_leader_and_the_classic_master(rabbit):
+    """Queues live where they were declared (client-local); the quorum
+    leader moves when its node dies, and primaries() follows."""
+    creds = pika.PlainCredentials(rabbit.opts.user, rabbit.opts.password)
+    _, n2, n3 = rabbit.nodes
+
+    def declare(node, queue, arguments):
+        params = pika.ConnectionParameters(node.spec.host, 5672, credentials=creds)
+        with pika.BlockingConnection(params) as conn:
+            conn.channel().queue_declare(queue, durable=True, arguments=arguments)
+
+    declare(n2, "led-quorum", {"x-queue-type": "quorum"})
+    declare(n3, "led-classic", {})
+    rabbit.test_queues = ["led-quorum"]
+    assert rabbit.primaries() == ["n2"]
+    rabbit.test_queues = ["led-classic"]
+    assert rabbit.primaries() == ["n3"]
+    rabbit.test_queues = ["led-quorum"]
+    assert rabbit.kill(n2)
+    try:
+        assert wait_until(lambda: rabbit.primaries() in (["n1"], ["n3"]))
+    finally:
+        rabbit.start(n2)
+        rabbit.await_node(n2)
+        rabbit.await_cluster()
+
+
 def test_a_pidfile_naming_another_process_is_never_signalled(rabbit):
     """A stale pidfile whose pid now belongs to something else (here a
     `sleep` on the same node, even in the broker's own directory) names no

@@ -101,3 +101,38 @@ def test_slow_actions_do_not_push_the_faults_out_of_a_short_run(tmp_path):
     ops, _ = run_schedule(tmp_path, faults, 0.65, interval=0.1)
     started = {op["f"] for op in ops if op["f"].startswith("start-") and op["value"]}
     assert started == {"start-partition", "start-kill", "start-pause"}
+
+
+def test_overlapping_kinds_are_active_together_and_the_heal_ends_them_all(tmp_path):
+    faults = [Fault("partition"), Fault("kill"), Fault("pause")]
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as h:
+        sched = Schedule(faults, h, interval=0.05, seed=1, overlap=True)
+        sched.start()
+        time.sleep(0.5)
+        sched.heal()
+    ops = [op for op in read_history(path) if op["value"] is not None]
+    active, most = set(), 0
+    for op in ops:
+        verb, kind = op["f"].split("-", 1)
+        (active.add if verb == "start" else active.discard)(kind)
+        most = max(most, len(active))
+    assert most >= 2  # a partition while a kill or a pause is in place
+    assert active == set() and not any(f.on for f in faults)  # every start has its stop
+    starts = {op["f"] for op in ops if op["f"].startswith("start-")}
+    assert starts == {"start-partition", "start-kill", "start-pause"}
+
+
+def test_a_profile_fills_the_fault_options_not_given_explicitly():
+    from harness.runner import RunOptions
+
+    o = RunOptions(nemesis_profile="leaders", nemesis_interval=3.0)
+    assert (o.nemesis, o.partition_shapes, o.fault_targets) == (
+        ["partition", "kill"],
+        ["isolate-primary"],
+        ["primaries"],
+    )
+    assert o.nemesis_interval == 3.0  # given: it wins
+    o = RunOptions(nemesis_profile="combined")
+    assert o.nemesis_overlap and o.nemesis == ["partition", "kill", "pause"]
+    assert RunOptions(nemesis_profile="whole-cluster-crash").fault_targets == ["all"]

@@ -7,6 +7,7 @@ numbers or writes the history; it turns one invocation into one completion.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -63,6 +64,28 @@ def complete(op: Op, typ: str, value: Any = None, error: str | None = None) -> O
 def describe(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
+
+
+def answer_within(probe: Callable[[], None], timeout: float) -> str | None:
+    """None if `probe()` returned within `timeout` s, else why not (its
+    error, or no answer). A probe that hangs is left to its daemon thread:
+    the caller aborts the connection it used."""
+    box: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            probe()
+            box["error"] = None
+        except Exception as e:  # noqa: BLE001 - the answer is the error
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    if "error" not in box:
+        return f"no answer within {timeout:.0f} s"
+    error = box["error"]
+    return None if error is None else describe(error)
 
 
 def process_delivery(

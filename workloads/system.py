@@ -41,6 +41,28 @@ class Preset:
 
 
 @dataclass
+class Finding:
+    """A row of the findings suite (harness/findings.py): a setup whose
+    outcome under its faults is known. `expect` says, per property, whether
+    it must hold (a known-good control) or must be caught violated (a
+    known-bad setup); `teaches` is what the row shows a reader."""
+
+    preset: Preset
+    expect: dict[str, bool]
+    teaches: str
+
+    @property
+    def known_bad(self) -> bool:
+        return not all(self.expect.values())
+
+
+# The findings that lose data in the brokers: every client produces and
+# nothing is read before the final drain (Jepsen's queue test), so whatever
+# the brokers drop meanwhile is missing from the drain, not already read.
+ENQUEUE_THEN_DRAIN: dict[str, Any] = {"concurrency": 10, "producers": 10}
+
+
+@dataclass
 class RunContext:
     """What a system needs to know of the run it serves."""
 
@@ -63,6 +85,7 @@ class System:
     own_sink_claims: ClassVar[SinkClaims] = {}
     demo: ClassVar[Preset | None] = None
     matrix_rows: ClassVar[list[Preset]] = []
+    findings: ClassVar[list[Finding]] = []
 
     # What the generator and the final phase need.
     send_batch: int = 1  # messages per send op (or send mops per txn op)
@@ -187,6 +210,12 @@ class System:
         """Whether the run rolls its nodes to a new version during the main
         phase (nemesis/upgrade.py drives `db`'s upgrade steps)."""
         return False
+
+    def queue_answers(self, node: Remote) -> str | None:
+        """After the final heal: None when the test's queue (or topic) answers
+        on `node` to a probe that consumes nothing, else why not. A cluster
+        whose members all run can still hold a queue that answers nobody."""
+        return None
 
     def cleanup(self) -> None:
         """At teardown, before the brokers stop: removes what the test made in

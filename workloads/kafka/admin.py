@@ -107,17 +107,22 @@ def remove_topics(bootstrap: str, topics: list[str], groups: list[str]) -> None:
         admin.close()
 
 
+def quick_admin(bootstrap: str, timeout: float, client_id: str) -> Admin:
+    """An admin client that gives up within `timeout` s (a probe under faults)."""
+    ms = int(timeout * 1000)
+    return Admin(
+        bootstrap_servers=bootstrap,
+        request_timeout_ms=ms,
+        bootstrap_timeout_ms=ms,
+        client_id=client_id,
+    )
+
+
 def unfenced_brokers(bootstrap: str, timeout: float = 5.0) -> list[int]:
     """Unfenced broker ids in the metadata of the broker at `bootstrap`; [] if
     it does not answer."""
-    ms = int(timeout * 1000)
     try:
-        admin = Admin(
-            bootstrap_servers=bootstrap,
-            request_timeout_ms=ms,
-            bootstrap_timeout_ms=ms,
-            client_id="queuecheck-await",
-        )
+        admin = quick_admin(bootstrap, timeout, "queuecheck-await")
     except Exception:
         return []
     try:
@@ -157,3 +162,52 @@ def warm_up(db, queue, deadline: float, txn: bool) -> None:
             p.init_transactions()
         finally:
             p.close(timeout=2)
+
+
+def partition_leaders(bootstrap: str, topics: list[str], timeout: float = 5.0) -> dict[int, str]:
+    """{broker id: "host:port"} of the brokers leading a partition of `topics`,
+    in the metadata of the brokers at `bootstrap`; raises when none answers."""
+    admin = quick_admin(bootstrap, timeout, "queuecheck-leaders")
+    try:
+        brokers = admin.describe_cluster()["brokers"]
+        hosts = {b["broker_id"]: f"{b['host']}:{b['port']}" for b in brokers}
+        led = {
+            p.get("leader_id", -1)
+            for info in admin.describe_topics(topics)
+            for p in info.get("partitions") or []
+        }
+    finally:
+        admin.close()
+    return {b: hosts.get(b, "") for b in sorted(led) if b >= 0}
+
+
+def leaderless(bootstrap: str, topics: list[str], timeout: float = 5.0) -> list[str]:
+    """The partitions of `topics` without a leader in the metadata of the
+    brokers at `bootstrap` (an offline partition answers no client)."""
+    admin = quick_admin(bootstrap, timeout, "queuecheck-probe")
+    try:
+        infos = admin.describe_topics(topics)
+    finally:
+        admin.close()
+    out = []
+    for info in infos:
+        name = info.get("name") or info.get("topic")
+        if info.get("error_code"):
+            out.append(f"{name} (error {info['error_code']})")
+        out += [
+            f"{name}/{p['partition_index']}"
+            for p in info.get("partitions") or []
+            if p.get("leader_id", -1) < 0
+        ]
+    return out
+
+
+def first_answer(nodes: list, ask):
+    """`ask(node)` of the first node that answers; raises the last error when none does."""
+    error: Exception = DBError("no nodes")
+    for node in nodes:
+        try:
+            return ask(node)
+        except Exception as e:  # noqa: BLE001 - this one is down or cut off: the next
+            error = e
+    raise error

@@ -29,7 +29,8 @@ from harness.options import DEFAULT_STATE, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import digest, ensure_package, manifest, push_dir
-from .admin import Admin, unfenced_brokers
+from ..lazyfs.mount import LazyMount, lose
+from .admin import Admin, first_answer, partition_leaders, unfenced_brokers
 from .dist import DEFAULT_VERSION, ensure_kafka
 
 DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
@@ -61,11 +62,23 @@ class KafkaOptions:
     upgrade_home: str | None = option(
         None, "an unpacked Kafka to roll to (its version: --upgrade-to)", flag="--upgrade-home"
     )
+    flush_messages: int | None = option(
+        None,
+        "log.flush.interval.messages: fsync a partition's log every N messages "
+        "(Kafka's default: never, leaving it to the OS and to replication)",
+        shown_default="Kafka's",
+    )
+    lazyfs: bool = option(
+        False,
+        "broker data on lazyfs, which loses every write not fsynced at a power-loss fault",
+    )
     # 3 brokers, clients and Spark share a 2-core box
     heap: str = option("512m", "broker JVM heap", flag="--kafka-heap")
     ready_timeout: float = 120.0
 
     def __post_init__(self) -> None:
+        if self.flush_messages is not None and self.flush_messages < 1:
+            raise ValueError(f"--flush-messages: {self.flush_messages} is below 1")
         if self.replication_factor < 1:
             raise ValueError(f"--replication-factor: {self.replication_factor} is below 1")
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
@@ -128,12 +141,15 @@ class Kafka(PidfileProcess):
                 f"{len(nodes)} nodes"
             )
         self.cluster_id = new_cluster_id()
+        self.lazy = LazyMount(self.opts.state, DIST_ROOT) if self.opts.lazyfs else None
         self._dists: dict[str, Dist] = {}
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
         self._marks: dict[str, int] = {}  # STARTED lines in a node's log when last started
         # the version each node runs (a rolling upgrade moves them one by one)
         self.running: dict[str, str] = {n.name: self.opts.version for n in nodes}
-        self.sync_topics: list[str] = []  # whose ISRs say a restarted node caught up
+        # the test's topics: their ISRs say a restarted node caught up, their
+        # leaders are the faults' primaries
+        self.test_topics: list[str] = []
 
     # -- per-node facts ---------------------------------------------------
     def dist(self, version: str) -> Dist:
@@ -164,6 +180,9 @@ class Kafka(PidfileProcess):
     def dir(self, node: Remote) -> str:
         return f"{self.opts.base}/{node.name}/kafka"
 
+    def data(self, node: Remote) -> str:
+        return f"{self.dir(node)}/data"
+
     def node_id(self, node: Remote) -> int:
         return self.nodes.index(node) + 1
 
@@ -188,7 +207,7 @@ class Kafka(PidfileProcess):
 
     # -- configuration ----------------------------------------------------
     def server_properties(self, node: Remote) -> str:
-        o, d, host = self.opts, self.dir(node), node.spec.host
+        o, host = self.opts, node.spec.host
         voters = ",".join(f"{self.node_id(n)}@{n.spec.host}:{CONTROLLER_PORT}" for n in self.nodes)
         internal_rf = min(3, len(self.nodes))
         props = {
@@ -200,7 +219,7 @@ class Kafka(PidfileProcess):
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": f"{d}/data",
+            "log.dirs": self.data(node),
             "default.replication.factor": o.replication_factor,
             "min.insync.replicas": o.min_insync_replicas,
             "unclean.leader.election.enable": str(o.unclean_leader_election).lower(),
@@ -224,6 +243,8 @@ class Kafka(PidfileProcess):
             "controller.quorum.election.timeout.ms": 1000,
             "controller.quorum.fetch.timeout.ms": 2000,
         }
+        if o.flush_messages:
+            props["log.flush.interval.messages"] = o.flush_messages
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
     def log4j2(self, node: Remote) -> str:
@@ -271,8 +292,13 @@ class Kafka(PidfileProcess):
                 for d in [self.dist(v)]
             },
         }
+        if self.lazy:
+            self.installed[node.name].update(self.lazy.install(node))
         self.running[node.name] = self.opts.version
+        lose(node, self.data(node))  # a killed run's mount, before its tree goes
         node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/data", timeout=30)
+        if self.lazy:
+            self.lazy.mount(node, self.data(node))
         node.write(f"{d}/etc/server.properties", self.server_properties(node))
         node.write(f"{d}/etc/log4j2.properties", self.log4j2(node))
         node.run(
@@ -402,7 +428,7 @@ class Kafka(PidfileProcess):
     ) -> dict[str, Any]:
         """Until the broker logged its start (since its latest start: a kill
         fault may strike meanwhile, and its stop restarts it), is listed
-        unfenced, and is in the ISR of every partition of `sync_topics` it
+        unfenced, and is in the ISR of every partition of `test_topics` it
         replicates."""
         deadline = time.monotonic() + timeout
         me = self.node_id(node)
@@ -418,7 +444,7 @@ class Kafka(PidfileProcess):
         return {**out, "in-sync": False, "why": f"after {timeout:.0f} s: {', '.join(lagging[:5])}"}
 
     def _out_of_sync(self, broker: int) -> list[str]:
-        """The partitions of `sync_topics` that `broker` replicates and is not
+        """The partitions of `test_topics` that `broker` replicates and is not
         in the ISR of (all of them, when the cluster does not answer)."""
         if broker not in self.brokers(self.nodes[broker - 1]):
             return ["(the broker is not listed unfenced)"]
@@ -428,7 +454,7 @@ class Kafka(PidfileProcess):
             return ["(no answer)"]
         try:
             out = []
-            for info in admin.describe_topics(self.sync_topics):
+            for info in admin.describe_topics(self.test_topics):
                 name = info.get("name") or info.get("topic")
                 out += [
                     f"{name}/{p['partition_index']}"
@@ -441,16 +467,40 @@ class Kafka(PidfileProcess):
         finally:
             admin.close()
 
-    def features(self, args: str, timeout: float = 120):
-        """Kafka's FeatureCommand (kafka-features.sh) of the newest version here."""
+    def tool(self, main: str, args: str, timeout: float = 120, node: Remote | None = None):
+        """One of Kafka's command-line tools (org.apache.kafka.tools.<main>) of
+        the newest version here, run on `node` (the first by default)."""
         libs = self.dist(self.opts.upgrade_to or self.opts.version).node_libs
-        node = self.nodes[0]
-        return node.run(
-            f"java -Xmx256m -cp {shlex.quote(libs)}/'*' org.apache.kafka.tools.FeatureCommand "
+        return (node or self.nodes[0]).run(
+            f"java -Xmx256m -cp {shlex.quote(libs)}/'*' org.apache.kafka.tools.{main} "
             f"--bootstrap-server {self.bootstrap()} {args}",
             check=False,
             timeout=timeout,
         )
+
+    def features(self, args: str, timeout: float = 120):
+        """kafka-features.sh."""
+        return self.tool("FeatureCommand", args, timeout)
+
+    # -- who leads (nemesis/targets.py) -------------------------------------
+    def primaries(self) -> list[str]:
+        """The nodes leading a partition of the test's topics now, as the
+        first node that answers says (a killed or cut-off one would not)."""
+        led = first_answer(
+            self.nodes, lambda n: partition_leaders(self.bootstrap(n), self.test_topics)
+        )
+        return [n.name for n in self.nodes if self.node_id(n) in led]
+
+    def controller(self) -> str | None:
+        """The active KRaft controller, as kafka-metadata-quorum.sh describes it,
+        asked on a node that runs (a killed node's JVM would wait for nothing)."""
+        running = [n for n in self.nodes if self.pid(n) is not None] or self.nodes
+        r = self.tool("MetadataQuorumCommand", "describe --status", timeout=30, node=running[0])
+        m = re.search(r"LeaderId:\s*(\d+)", r.out)
+        if r.exit != 0 or not m:
+            raise DBError(f"kafka-metadata-quorum: {(r.err or r.out).strip()[-300:]}")
+        leader = int(m.group(1))
+        return next((n.name for n in self.nodes if self.node_id(n) == leader), None)
 
     def finalize_upgrade(self, timeout: float) -> dict[str, Any]:
         """`kafka-features.sh upgrade --release-version <major.minor>`, as
@@ -477,6 +527,30 @@ class Kafka(PidfileProcess):
             for m in re.finditer(r"Feature:\s*(\S+).*?FinalizedVersionLevel:\s*(\S+)", r.out)
         }
 
+    # -- power loss (nemesis/power_loss.py) -----------------------------------
+    def power_off(self, node: Remote) -> bool:
+        """The node loses power: the broker dies at once and, on lazyfs,
+        every write it had not fsynced is gone."""
+        if not self.lazy:
+            raise DBError("a power loss needs the brokers' data on lazyfs (--lazyfs)")
+        killed = self.kill(node)
+        lost = lose(node, self.data(node))
+        return killed or lost
+
+    def checkpoint(self) -> None:
+        """On lazyfs: what every broker wrote so far (format, start-up, the
+        test's topics) goes to disk before the faults begin."""
+        if self.lazy:
+            for node in self.nodes:
+                self.lazy.checkpoint(node, self.data(node))
+
+    def power_on(self, node: Remote) -> None:
+        """Power back: the data mounted again from what was synced, the broker
+        started; a no-op for a node that has power."""
+        if self.lazy and not self.lazy.mounted(node, self.data(node)):
+            self.lazy.mount(node, self.data(node))
+        self.start(node)
+
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs and config into the store; never raises."""
         copy_dirs(node, [f"{self.dir(node)}/log", f"{self.dir(node)}/etc"], into)
@@ -486,6 +560,7 @@ class Kafka(PidfileProcess):
         try:
             self.resume(node)
             self.kill(node)
+            lose(node, self.data(node))
             node.run(f"rm -rf {self.dir(node)}", check=False, timeout=30)
         except RemoteError:
             pass

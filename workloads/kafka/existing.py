@@ -12,7 +12,7 @@ from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote
 
 from ..existing import CommandLifecycle
-from .admin import unfenced_brokers
+from .admin import first_answer, partition_leaders, unfenced_brokers
 from .db import KafkaOptions
 
 # Options that configure brokers the tool runs itself; an existing cluster's
@@ -25,6 +25,8 @@ BROKER_OPTIONS = (
     "kafka_home",
     "upgrade_to",
     "upgrade_home",
+    "flush_messages",
+    "lazyfs",
 )
 
 
@@ -35,11 +37,22 @@ class ExistingKafka(CommandLifecycle):
         super().__init__(nodes, existing)
         self.opts = opts
         self.settings: dict[str, Any] = {}  # the test topic's, read from the brokers
+        self.test_topics: list[str] = []
 
     def bootstrap(self, node: Remote | None = None) -> str:
         """The cluster file's client address of one node, or of all."""
         chosen = [node] if node else self.nodes
         return ",".join(self.existing.nodes[n.name].client for n in chosen)
+
+    def primaries(self) -> list[str]:
+        """The nodes whose client address is a leader's, for the test's topics
+        (the brokers' advertised host:port as the cluster file names them)."""
+        led = set(
+            first_answer(
+                self.nodes, lambda n: partition_leaders(self.bootstrap(n), self.test_topics)
+            ).values()
+        )
+        return [n.name for n in self.nodes if self.existing.nodes[n.name].client in led]
 
     def topic_replication(self) -> int:
         return min(self.opts.replication_factor, len(self.members or self.nodes))

@@ -15,11 +15,12 @@ from kafka import KafkaProducer
 
 from harness.nodes.remote import Remote
 
-from ..client import Client
+from ..client import Client, answer_within
+from ..db import DBError
 from ..sinks import Sink
-from ..system import Preset, RunContext, System
+from ..system import ENQUEUE_THEN_DRAIN, Finding, Preset, RunContext, System
 from . import claims
-from .admin import create_topic, remove_topics, topic_settings, warm_up
+from .admin import create_topic, leaderless, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
 from .db import Kafka, KafkaOptions
 from .dist import version_of
@@ -63,6 +64,111 @@ class KafkaSystem(System):
                 # brokers on two cores a transaction takes a few hundred ms
                 "system_options": {"acks": "all", "txn": True, "send_batch": 20},
             },
+        ),
+    ]
+    findings = [
+        Finding(
+            Preset(
+                "kafka-acks1-leader-isolated",
+                "Kafka acks=1 (no idempotence), leaders isolated and killed",
+                {
+                    "nemesis_profile": "leaders",
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "kafka",
+                    "system_options": {"acks": "1"},
+                },
+            ),
+            {"at-least-once": False},
+            "acks=1 is acknowledged by the leader alone: a leader cut off from its "
+            "followers keeps acknowledging, a follower is elected, and the old leader "
+            "truncates what only it had",
+        ),
+        Finding(
+            Preset(
+                "kafka-unclean-min-isr-1",
+                "Kafka acks=all, min.insync.replicas=1, unclean leader election, leaders "
+                "isolated and killed",
+                {
+                    "nemesis_profile": "leaders",
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "kafka",
+                    "system_options": {
+                        "acks": "all",
+                        "min_insync_replicas": 1,
+                        "unclean_leader_election": True,
+                    },
+                },
+            ),
+            {"at-least-once": False},
+            "acks=all means all of the in-sync replicas, and with min.insync.replicas=1 that "
+            "can be the leader alone; unclean election then makes a replica that lacks its "
+            "writes the leader",
+        ),
+        Finding(
+            Preset(
+                "kafka-acks-all-min-isr-2",
+                "Kafka acks=all, idempotent producer, min.insync.replicas=2, leaders isolated "
+                "and killed",
+                {
+                    "nemesis_profile": "leaders",
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "kafka",
+                    "system_options": {"acks": "all"},
+                },
+            ),
+            {"at-least-once": True},
+            "the control: every acknowledged write is on two replicas before the ack, and "
+            "only an in-sync replica may lead",
+        ),
+        Finding(
+            Preset(
+                "kafka-acks-all-power-loss",
+                "Kafka acks=all, min.insync.replicas=2, data on lazyfs, every node loses "
+                "power at once",
+                {
+                    "nemesis_profile": "power-loss",
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "kafka",
+                    "system_options": {"acks": "all", "lazyfs": True},
+                },
+            ),
+            # Gone whether or not a consumer had read it: an acknowledged write is
+            # lost, or its offset comes back holding another write
+            {"at-least-once": False, "per-partition-order": False},
+            "Kafka acknowledges once the in-sync replicas hold a write, in memory, and leaves "
+            "the fsync to the OS: when every replica loses power at once, what none had "
+            "synced is gone, acks=all or not, and its offsets are handed out again",
+        ),
+        Finding(
+            Preset(
+                "kafka-flush-every-message-power-loss",
+                "Kafka acks=all, log.flush.interval.messages=1, data on lazyfs, every node "
+                "loses power at once",
+                {
+                    "nemesis_profile": "power-loss",
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "kafka",
+                    "system_options": {"acks": "all", "lazyfs": True, "flush_messages": 1},
+                },
+            ),
+            {"at-least-once": True, "per-partition-order": True},
+            "the control: each replica fsyncs a write before it counts as in sync, so a "
+            "whole-cluster power loss keeps every acknowledged write (at a throughput cost)",
+        ),
+        Finding(
+            Preset(
+                "kafka-transactions",
+                "Kafka transactions, consume-transform-produce, client crashes",
+                {
+                    "nemesis_profile": "client-crashes",
+                    "system": "kafka",
+                    "sink": TXN_SINK,
+                    "system_options": {"acks": "all", "txn": True, "send_batch": 20},
+                },
+            ),
+            {"exactly-once-effect": True},
+            "the control for effects: the output and the consumed offsets commit in one "
+            "transaction, so a crashed consumer's work is aborted and redone once",
         ),
     ]
     drain_all_nodes = False  # one reader sees every partition
@@ -189,10 +295,27 @@ class KafkaSystem(System):
         create_topic(self.db, self.queue, self.options.partitions)
         if self.ctx.sink == TXN_SINK:
             create_topic(self.db, self.output, self.options.partitions)
+        self.db.test_topics = self.topics()  # the upgrade's ISR checks, the faults' leaders
         if self.ctx.existing:
             self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
-        else:  # a node restarted by a rolling upgrade is in sync when these are
-            self.db.sync_topics = self.topics()
+        warm_up(
+            self.db,
+            self.options,
+            deadline=self.db.opts.ready_timeout,
+            txn=self.options.txn or self.ctx.sink == TXN_SINK,
+        )
+        if not self.ctx.existing:
+            self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
+
+    def queue_answers(self, node: Remote) -> str | None:
+        """Every partition of the test's topics has a leader, as `node` says."""
+
+        def probe() -> None:
+            offline = leaderless(self.db.bootstrap(node), self.topics())
+            if offline:
+                raise DBError(f"no leader for {', '.join(offline[:5])}")
+
+        return answer_within(probe, self.ctx.op_timeout)
 
     def topics(self) -> list[str]:
         """The test's topics: its queue, and the kafka-txn sink's output."""
@@ -200,12 +323,6 @@ class KafkaSystem(System):
 
     def rolls_upgrade(self) -> bool:
         return not self.ctx.existing and bool(self.db.opts.upgrade_to)
-        warm_up(
-            self.db,
-            self.options,
-            deadline=self.db.opts.ready_timeout,
-            txn=self.options.txn or self.ctx.sink == TXN_SINK,
-        )
 
     def cleanup(self) -> None:
         if self.ctx.existing:

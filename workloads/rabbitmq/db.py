@@ -24,6 +24,7 @@ from harness.options import check_choices, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import ensure_package
+from .leaders import QueueLeaders
 
 SBIN = "/usr/lib/rabbitmq/bin"  # Debian's package
 SERVER = f"{SBIN}/rabbitmq-server"
@@ -65,7 +66,7 @@ def install_name(home: str | None) -> str:
     return home or "debian"
 
 
-class RabbitMQ(PidfileProcess):
+class RabbitMQ(QueueLeaders, PidfileProcess):
     name = "rabbitmq"
 
     def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):

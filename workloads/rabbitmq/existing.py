@@ -21,12 +21,13 @@ from ..existing import CommandLifecycle
 from ..install import as_root
 from .client import RabbitQueueOptions
 from .db import RabbitMQOptions
+from .leaders import QueueLeaders
 
 # Options that configure brokers the tool runs itself.
 BROKER_OPTIONS = ("partition_handling", "net_ticktime", "rabbitmq_home", "upgrade_home")
 
 
-class ExistingRabbitMQ(CommandLifecycle):
+class ExistingRabbitMQ(QueueLeaders, CommandLifecycle):
     name = "rabbitmq"
 
     def __init__(

@@ -12,9 +12,9 @@ from typing import Any
 from harness.nodes.remote import Remote
 from harness.options import OptionError
 
-from ..client import Client
+from ..client import Client, answer_within
 from ..sinks import Sink
-from ..system import Preset, RunContext, System
+from ..system import ENQUEUE_THEN_DRAIN, Finding, Preset, RunContext, System
 from . import claims
 from .client import PORT, RabbitQueueClient, RabbitQueueOptions
 from .db import RabbitMQ, RabbitMQOptions
@@ -53,6 +53,90 @@ class RabbitMQSystem(System):
             "rabbitmq-manual-dedupe",
             "RabbitMQ quorum queue, confirms, manual ack after the effect, dedupe sink",
             {"system": "rabbitmq", "sink": "dedupe", "system_options": {"queue_type": "quorum"}},
+        ),
+    ]
+
+    findings = [
+        Finding(
+            Preset(
+                "rabbitmq-mirrored-autoheal",
+                "RabbitMQ classic mirrored queue, confirms, manual acks, autoheal, the queue "
+                "master isolated",
+                {
+                    "nemesis_profile": "leaders",
+                    **ENQUEUE_THEN_DRAIN,
+                    # the master cut off alone, longer than net_ticktime (10 s) so both
+                    # sides notice; no kills (a killed master's mirror takes over cleanly)
+                    "nemesis": ["partition"],
+                    "nemesis_interval": 15.0,
+                    "system": "rabbitmq",
+                    "system_options": {"queue_type": "mirrored", "partition_handling": "autoheal"},
+                },
+            ),
+            {"at-least-once": False},
+            "autoheal restarts the nodes of the losing side, and the mirrors there throw "
+            "away messages the master had confirmed (Jepsen, RabbitMQ 2014)",
+        ),
+        Finding(
+            Preset(
+                "rabbitmq-auto-ack",
+                "RabbitMQ quorum queue, auto-ack, naive sink, client crashes",
+                {
+                    "nemesis_profile": "client-crashes",
+                    "system": "rabbitmq",
+                    "sink": "naive",
+                    "system_options": {"queue_type": "quorum", "ack": "auto"},
+                },
+            ),
+            {"at-least-once": False, "exactly-once-effect": False},
+            "auto-ack hands a message over as acknowledged: a consumer that dies before its "
+            "effect loses it for good",
+        ),
+        Finding(
+            Preset(
+                "rabbitmq-naive-sink",
+                "RabbitMQ quorum queue, manual ack after the effect, naive sink, client crashes",
+                {
+                    "nemesis_profile": "client-crashes",
+                    "system": "rabbitmq",
+                    "sink": "naive",
+                    "system_options": {"queue_type": "quorum"},
+                },
+            ),
+            {"exactly-once-effect": False},
+            "at-least-once delivery redelivers what a consumer did not ack: a consumer that "
+            "died after its effect and before its ack has the effect applied twice",
+        ),
+        Finding(
+            Preset(
+                "rabbitmq-quorum",
+                "RabbitMQ quorum queue, confirms, manual acks, queue leaders isolated and killed",
+                {
+                    "nemesis_profile": "leaders",
+                    **ENQUEUE_THEN_DRAIN,
+                    "nemesis_interval": 15.0,
+                    "system": "rabbitmq",
+                    "system_options": {"queue_type": "quorum"},
+                },
+            ),
+            {"at-least-once": True},
+            "the control: a quorum queue confirms a message once a majority has it, and only "
+            "a member with every confirmed message can lead",
+        ),
+        Finding(
+            Preset(
+                "rabbitmq-dedupe-sink",
+                "RabbitMQ quorum queue, manual ack after the effect, dedupe sink, client crashes",
+                {
+                    "nemesis_profile": "client-crashes",
+                    "system": "rabbitmq",
+                    "sink": "dedupe",
+                    "system_options": {"queue_type": "quorum"},
+                },
+            ),
+            {"exactly-once-effect": True},
+            "the control for effects: redeliveries still come, and the sink applies each "
+            "message id once",
         ),
     ]
 
@@ -150,6 +234,19 @@ class RabbitMQSystem(System):
             node.name, host, self.options, deadline=self.ctx.op_timeout, sink=sink, port=port
         )
 
+    def queue_answers(self, node: Remote) -> str | None:
+        """A passive declare on `node`: the queue's process must answer."""
+        client = self.new_client(node)
+
+        def probe() -> None:
+            client.open()
+            client.ch.queue_declare(self.queue, passive=True)
+
+        try:
+            return answer_within(probe, self.ctx.op_timeout)
+        finally:
+            client.abort()
+
     def rolls_upgrade(self) -> bool:
         return not self.ctx.existing and bool(self.db.opts.upgrade_home)
 
@@ -164,6 +261,7 @@ class RabbitMQSystem(System):
             client.close()
 
     def prepare(self) -> None:
+        self.db.test_queues = [self.queue]  # whose leaders are the faults' primaries
         if self.options.queue_type == "mirrored":
             self.db.mirror_queues(f"^{self.queue}$")
         client = self.new_client(self.ctx.nodes[0])

@@ -1,0 +1,81 @@
+"""The findings suite's judgement of its rows: caught, clean, undecided,
+and the exit code users gate on. (Its real runs: integration.)"""
+
+import json
+
+from harness.findings import (
+    FINDINGS,
+    as_expected,
+    exit_code,
+    first_violation_s,
+    observe,
+    summarise,
+)
+from workloads.system import Finding, Preset
+
+BAD = Finding(Preset("bad", "acks=1"), {"at-least-once": False}, "loses")
+GOOD = Finding(Preset("good", "acks=all"), {"at-least-once": True}, "keeps")
+
+
+def result(valid, lost_at=()):
+    return {
+        "properties": {"at-least-once": {"valid": valid, "claimed": False}},
+        "anomalies": {
+            "lost": {"count": len(lost_at), "examples": [{"id": 7, "indexes": list(lost_at)}]}
+        }
+        if lost_at
+        else {},
+    }
+
+
+def test_a_known_bad_row_is_caught_only_by_a_violation():
+    assert as_expected(BAD, observe(BAD, result(False)))
+    assert not as_expected(BAD, observe(BAD, result(True)))
+    assert observe(BAD, result("unknown")) == {"at-least-once": "undecided"}
+    assert not as_expected(BAD, observe(BAD, result("unknown")))  # proves nothing
+    assert observe(BAD, None) == {"at-least-once": "not judged"}
+
+
+def test_a_control_is_clean_only_when_it_held():
+    assert as_expected(GOOD, observe(GOOD, result(True)))
+    assert not as_expected(GOOD, observe(GOOD, result(False)))
+    assert not as_expected(GOOD, observe(GOOD, result("unknown")))
+
+
+def entry(known, met):
+    return {"known": known, "runs": [{"as-expected": m} for m in met]}
+
+
+def test_caught_in_nine_of_ten_passes_a_control_needs_every_run():
+    doc = {"rows": [entry("bad", [True] * 9 + [False]), entry("good", [True] * 10)]}
+    summarise(doc)
+    assert [e["met"] for e in doc["rows"]] == [9, 10] and doc["passed"]
+    assert exit_code(doc) == 0
+    doc = {"rows": [entry("bad", [True] * 8 + [False] * 2), entry("good", [True] * 9 + [False])]}
+    summarise(doc)
+    assert [e["passed"] for e in doc["rows"]] == [False, False] and exit_code(doc) == 1
+    doc = {"rows": [entry("bad", [False])]}
+    summarise(doc)
+    assert exit_code(doc) == 1  # one run: it must catch
+    doc = {"rows": [{"known": "good", "runs": [{"error": "RunError: n2 unreachable"}]}]}
+    summarise(doc)
+    assert exit_code(doc) == 2  # could not run: no verdict either way
+
+
+def test_the_first_violation_is_the_earliest_cited_op(tmp_path):
+    ops = [
+        {"index": i, "time": t, "process": 0, "type": "ok", "f": "send", "value": None}
+        for i, t in enumerate([0, 2_500_000_000, 4_000_000_000])
+    ]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in ops))
+    assert first_violation_s(tmp_path, result(False, lost_at=(2, 1)), ["at-least-once"]) == 2.5
+    assert first_violation_s(tmp_path, result(False), ["at-least-once"]) is None
+
+
+def test_every_row_is_known_bad_or_a_control_and_says_what_it_teaches():
+    names = [f.preset.name for f in FINDINGS]
+    assert len(names) == len(set(names))
+    assert any(f.known_bad for f in FINDINGS) and any(not f.known_bad for f in FINDINGS)
+    for f in FINDINGS:
+        assert f.teaches and f.expect
+        assert len(set(f.expect.values())) == 1, f"{f.preset.name} mixes bad and good"

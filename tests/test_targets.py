@@ -1,0 +1,133 @@
+"""Fault targets: which nodes a fault strikes, sized as Jepsen sizes them,
+leaders as the broker names them, and a fallback that is said, not hidden."""
+
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from nemesis.grudge import isolated
+from nemesis.partition import PartitionNemesis
+from nemesis.process import KillNemesis
+from nemesis.targets import TARGETS, pick
+from workloads.rabbitmq.leaders import leader_nodes, leads
+
+NODES = [SimpleNamespace(name=f"n{i}") for i in range(1, 6)]
+
+
+class Leaders:
+    """A broker that names its leaders (or fails to, under a fault)."""
+
+    def __init__(self, primaries=(), controller=None, fails=False):
+        self._primaries, self._controller, self.fails = list(primaries), controller, fails
+
+    def primaries(self):
+        if self.fails:
+            raise ConnectionError("no answer")
+        return self._primaries
+
+    def controller(self):
+        return self._controller
+
+
+@pytest.mark.parametrize("target,size", [("one", 1), ("minority", 2), ("majority", 3), ("all", 5)])
+def test_random_targets_have_jepsens_sizes_and_are_recorded(target, size):
+    for seed in range(20):
+        chosen, note = pick(target, NODES, random.Random(seed))
+        assert len({n.name for n in chosen}) == size
+        assert note == {"target": target, "nodes": sorted(n.name for n in chosen)}
+    assert pick("minority", NODES[:3], random.Random(1))[1]["nodes"].__len__() == 1
+    assert len(pick("majority", NODES[:3], random.Random(1))[0]) == 2
+
+
+def test_primaries_and_controller_are_the_nodes_the_broker_names():
+    db = Leaders(primaries=["n4", "n2", "n9"], controller="n3")
+    chosen, note = pick("primaries", NODES, random.Random(0), db)
+    assert [n.name for n in chosen] == ["n2", "n4"]  # n9 is not a node of this run
+    assert note == {"target": "primaries", "nodes": ["n2", "n4"]}
+    assert pick("controller", NODES, random.Random(0), db)[1]["nodes"] == ["n3"]
+
+
+@pytest.mark.parametrize("db", [None, Leaders(), Leaders(fails=True), Leaders(controller=None)])
+def test_a_leader_nobody_names_falls_back_to_one_node_and_says_so(db):
+    for target in ("primaries", "controller"):
+        chosen, note = pick(target, NODES, random.Random(3), db)
+        assert len(chosen) == 1
+        assert note["fallback"] == f"the broker named no {target}: one random node"
+
+
+def test_an_unknown_target_is_refused_by_name():
+    with pytest.raises(ValueError, match="'boss' is not one of one, minority"):
+        pick("boss", NODES, random.Random(0))
+    assert TARGETS[0] == "one"
+
+
+class Brokers:
+    """Pids by node, signalled as a DB would (the real ones: integration tests)."""
+
+    def __init__(self, nodes, primaries=()):
+        self.nodes, self._primaries = nodes, list(primaries)
+        self.killed, self.started = set(), []
+
+    def primaries(self):
+        return self._primaries
+
+    def kill(self, node):
+        self.killed.add(node.name)
+        return True
+
+    def start(self, node):
+        self.started.append(node.name)
+
+
+def test_kill_strikes_every_target_at_once_and_restarts_each_at_the_stop():
+    db = Brokers(NODES[:3])
+    kill = KillNemesis(db, ["all"])
+    assert kill.start(random.Random(0)) == {
+        "target": "all",
+        "nodes": ["n1", "n2", "n3"],
+        "hit": ["n1", "n2", "n3"],
+    }
+    assert kill.active()
+    assert kill.stop() == {"nodes": ["n1", "n2", "n3"]}
+    assert sorted(db.started) == ["n1", "n2", "n3"] and not kill.active()
+    db = Brokers(NODES[:3], primaries=["n2"])
+    assert KillNemesis(db, ["primaries"]).start(random.Random(0))["hit"] == ["n2"]
+
+
+def test_isolate_primary_cuts_the_leader_from_every_other_broker():
+    assert isolated(["n1", "n2", "n3"], "n2") == {
+        "n1": frozenset({"n2"}),
+        "n2": frozenset({"n1", "n3"}),
+        "n3": frozenset({"n2"}),
+    }
+    nodes = [SimpleNamespace(name=n, spec=SimpleNamespace(host=n)) for n in ("n1", "n2", "n3")]
+    part = PartitionNemesis(nodes, ["isolate-primary"], Leaders(primaries=["n3"]))
+    shape, grudge, note = part._grudge(["n1", "n2", "n3"], random.Random(0))
+    assert (shape, note) == ("isolate-primary", {"primaries": ["n3"], "isolated": "n3"})
+    assert grudge["n3"] == {"n1", "n2"}
+    _, _, note = PartitionNemesis(nodes, ["isolate-primary"], Leaders())._grudge(
+        ["n1", "n2", "n3"], random.Random(0)
+    )
+    assert "fallback" in note and note["isolated"] in ("n1", "n2", "n3")
+    with pytest.raises(ValueError, match="'isolate-boss' is not one of .*isolate-primary"):
+        PartitionNemesis(nodes, ["isolate-boss"])
+
+
+def test_rabbitmq_leaders_come_from_a_quorum_leader_or_a_classic_master_pid():
+    """rabbitmqctl 3.10's own words: a quorum queue's leader, a classic
+    queue's master pid (creation number included), another queue ignored."""
+    listing = (
+        "qc\trabbit@10.77.5.12\t<rabbit@10.77.5.12.1795438419.1448.0>\n"
+        "classic\t\t<rabbit@10.77.5.13.1795438419.1435.0>\n"
+        "other\trabbit@10.77.5.11\t<rabbit@10.77.5.11.1.1.0>\n"
+    )
+    named = leader_nodes(listing, ["qc", "classic"])
+    assert named == {"rabbit@10.77.5.12", "rabbit@10.77.5.13.1795438419.1435.0>"}
+    nodes = [
+        SimpleNamespace(name=f"n{i}", spec=SimpleNamespace(host=f"10.77.5.1{i}")) for i in (1, 2, 3)
+    ]
+    assert [n.name for n in nodes if any(leads(n, x) for x in named)] == ["n2", "n3"]
+    host1 = SimpleNamespace(name="n1", spec=SimpleNamespace(host="10.77.5.1"))
+    assert not leads(host1, "rabbit@10.77.5.13.1.1.0>")  # .1 is not .13
+    assert leader_nodes("", ["qc"]) == set()
