@@ -1,7 +1,7 @@
-"""`queuecheck findings` as a user runs it, on a local cluster: a row for each
-of the aimed faults, power loss and the operator's restart, each once and
-each caught, exit 0. (The rows under client crashes are configurations
-other tests run: tests/test_matrix.py, test_rabbitmq_run.py, test_kafka_run.py.)
+"""`queuecheck findings` as a user runs it, on a local cluster: a row for the
+aimed faults and one for power loss, each once and each caught, exit 0.
+(The rows under client crashes are configurations other tests run:
+tests/test_matrix.py, test_rabbitmq_run.py, test_kafka_run.py.)
 `queuecheck findings --runs 10` measures the detection rate: README."""
 
 import json
@@ -16,12 +16,12 @@ from tests.clusters import own_cluster
 
 pytestmark = pytest.mark.integration
 
-# One row per new way to lose data (CI time); the controls and the rest:
-# `make findings`, whose figures the README quotes.
-ROWS = ["kafka-acks1-leader-isolated", "kafka-acks-all-power-loss", "rabbitmq-mirrored-autoheal"]
+# The aimed faults and power loss (CI time: ~95 s a row); the controls, the
+# mirrored queue and the rest: `make findings`.
+ROWS = ["kafka-acks1-leader-isolated", "kafka-acks-all-power-loss"]
 
 
-def test_known_bad_rows_are_caught_and_controls_are_clean(tmp_path_factory, tmp_path):
+def test_known_bad_rows_are_caught_with_the_faults_said_in_the_history(tmp_path_factory, tmp_path):
     with own_cluster(
         tmp_path_factory, subnet="10.77.17.0/24", bridge="qcfbr17", prefix="qcf-"
     ) as cluster:
@@ -32,7 +32,7 @@ def test_known_bad_rows_are_caught_and_controls_are_clean(tmp_path_factory, tmp_
             "findings",
             *("--subnet", "10.77.17.0/24", "--bridge", "qcfbr17", "--prefix", "qcf-"),
             *("--state", str(cluster.state.parent), "--store", str(tmp_path / "store")),
-            *("--rows", ",".join(ROWS), "--time-limit", "30", "--seed", "7"),
+            *("--rows", ",".join(ROWS), "--time-limit", "20", "--seed", "7"),
             *("--driver-memory", "1g"),
         ]
         r = subprocess.run(
@@ -58,14 +58,11 @@ def test_known_bad_rows_are_caught_and_controls_are_clean(tmp_path_factory, tmp_
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     cuts = [o["value"] for o in ops if o["f"] == "start-partition" and o["value"]]
     assert cuts and all(c["shape"] == "isolate-primary" for c in cuts)
-    assert any("primaries" in c for c in cuts)  # the brokers named the leader
-    kills = [o["value"] for o in ops if o["f"] == "start-kill" and o["value"]]
-    assert kills and all(k["target"] == "primaries" for k in kills)
+    # the brokers named the leaders, and the one cut off is one of them
+    assert all(c["isolated"] in c["primaries"] for c in cuts)
     power = Path(rows["kafka-acks-all-power-loss"]["runs"][0]["run"])
     ops = [json.loads(line) for line in (power / "history.jsonl").read_text().splitlines()]
     cuts = [o["value"] for o in ops if o["f"] == "start-power-loss" and o["value"]]
     assert cuts and all(c["hit"] == ["n1", "n2", "n3"] for c in cuts)
-    # the mirrored queue: decided (caught), however it recovered; said in stats.json
-    mirrored = Path(rows["rabbitmq-mirrored-autoheal"]["runs"][0]["run"])
-    stats = json.loads((mirrored / "stats.json").read_text())
+    stats = json.loads((power / "stats.json").read_text())  # how it came back, said
     assert stats["recovered"] is True and stats["recovery"]

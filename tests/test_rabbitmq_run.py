@@ -132,8 +132,9 @@ def test_ctrl_c_twice_still_heals_tears_down_and_keeps_the_history(state, tmp_pa
     proc, store = start_cli(
         state,
         tmp_path,
-        # the cut lasts at least half an interval (1.5 s) after it is in place
-        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "3"),
+        # the cut lasts at least half an interval (4 s) after it is in place:
+        # time for the checks below over SSH on a loaded machine
+        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "8"),
     )
     try:
         history = wait_for_op(store, "start-partition")
@@ -168,8 +169,9 @@ def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_stops_all_it_left(state
     proc, store = start_cli(
         state,
         tmp_path,
-        # the cut lasts at least half an interval (1.5 s) after it is in place
-        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "3"),
+        # the cut lasts at least half an interval (4 s) after it is in place:
+        # time for the checks below over SSH on a loaded machine
+        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "8"),
         *("--sink", "dedupe", "--sink-db", "postgres"),
     )
     try:
