@@ -35,8 +35,9 @@ from workloads.registry import SYSTEMS
 from workloads.system import Finding
 
 from .history import HISTORY_FILE
+from .matrix import MatrixOptions, pick_rows
 from .nodes import NodeOptions
-from .options import option
+from .options import option, same_option
 from .runner import Interrupted, Run, RunOptions, run_fields
 from .store import StoreOptions
 
@@ -47,9 +48,7 @@ CAUGHT_SHARE = 0.9  # of a known-bad row's runs that must catch it
 
 @dataclass
 class FindingsOptions(NodeOptions, StoreOptions, SparkOptions):
-    rows: list[str] = option(
-        default_factory=list, help="row names, comma-separated", shown_default="all"
-    )
+    rows: list[str] = same_option(MatrixOptions, "rows")
     list_rows: bool = option(False, "list the rows, what each teaches, and exit", flag="--list")
     runs: int = option(1, "runs of each row (10 for a detection rate)")
     time_limit: float = option(40.0, "main phase of each run, seconds")
@@ -60,13 +59,7 @@ class FindingsOptions(NodeOptions, StoreOptions, SparkOptions):
 
 
 def findings_named(names: list[str] | None) -> list[Finding]:
-    if not names:
-        return FINDINGS
-    known = {f.preset.name: f for f in FINDINGS}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(f"--rows: unknown row {unknown[0]!r}; known: {', '.join(known)}")
-    return [known[n] for n in names]
+    return pick_rows({f.preset.name: f for f in FINDINGS}, names)
 
 
 def observe(finding: Finding, doc: dict[str, Any] | None) -> dict[str, str]:

@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -29,6 +29,7 @@ from .options import option, same_option
 from .runner import Interrupted, Run, RunOptions, run_fields
 from .store import StoreOptions
 
+T = TypeVar("T")
 PROPERTIES = ("at-most-once", "at-least-once", "exactly-once-effect")
 # The counts each property's cell shows when they are not zero.
 EVIDENCE = {
@@ -66,14 +67,18 @@ MATRIX_FILE = "matrix.json"
 MATRIX_MARKDOWN = "matrix.md"  # the same table, to paste into a report
 
 
-def rows_named(names: list[str] | None) -> list[Preset]:
+def pick_rows(rows: dict[str, T], names: list[str] | None) -> list[T]:
+    """The --rows asked for, in that order (all of `rows` when none is)."""
     if not names:
-        return ROWS
-    known = {r.name: r for r in ROWS}
-    unknown = [n for n in names if n not in known]
+        return list(rows.values())
+    unknown = [n for n in names if n not in rows]
     if unknown:
-        raise ValueError(f"--rows: unknown row {unknown[0]!r}; known: {', '.join(known)}")
-    return [known[n] for n in names]
+        raise ValueError(f"--rows: unknown row {unknown[0]!r}; known: {', '.join(rows)}")
+    return [rows[n] for n in names]
+
+
+def rows_named(names: list[str] | None) -> list[Preset]:
+    return pick_rows({r.name: r for r in ROWS}, names)
 
 
 def cell(doc: dict[str, Any] | None, prop: str) -> str:

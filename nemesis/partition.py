@@ -13,7 +13,7 @@ from harness.nodes.remote import Remote
 from .base import FaultContext
 from .grudge import AIMED_SHAPES, SHAPES, isolated, random_grudge
 from .iptables import PARTITION_CHAIN, Chain, on_all
-from .targets import leaders
+from .targets import pick
 
 
 class PartitionNemesis:
@@ -56,14 +56,12 @@ class PartitionNemesis:
         shape = rng.choice(self.shapes)
         if shape not in AIMED_SHAPES:
             return (*random_grudge([shape], names, rng), {})
-        primaries = [n for n in leaders(self.db, "primaries") if n in names]
-        if primaries:
-            lone, note = rng.choice(primaries), {"primaries": primaries}
+        chosen, picked = pick("primaries", self.nodes, rng, self.db)
+        lone = rng.choice(chosen).name
+        if "fallback" in picked:
+            note = {"fallback": picked["fallback"]}
         else:
-            lone, note = (
-                rng.choice(names),
-                {"fallback": "the broker named no primary: one random node"},
-            )
+            note = {"primaries": picked["nodes"]}
         return shape, isolated(names, lone), {**note, "isolated": lone}
 
     def stop(self) -> Any:

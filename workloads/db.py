@@ -10,10 +10,13 @@ never slept for, and teardown survives its own failures.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from harness.nodes.remote import Remote, RemoteError
+
+T = TypeVar("T")
 
 
 class DBError(RuntimeError):
@@ -48,6 +51,18 @@ class DB(Protocol):
 
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs into the run's store; never raises."""
+
+
+def first_answer(nodes: list[Remote], ask: Callable[[Remote], T]) -> T:
+    """`ask(node)` of the first node that answers (one killed or cut off
+    would not); raises the last error when none does."""
+    error: Exception = DBError("no nodes")
+    for node in nodes:
+        try:
+            return ask(node)
+        except Exception as e:  # noqa: BLE001 - this one is down or cut off: the next
+            error = e
+    raise error
 
 
 class PidfileProcess:

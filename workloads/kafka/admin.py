@@ -200,14 +200,3 @@ def leaderless(bootstrap: str, topics: list[str], timeout: float = 5.0) -> list[
             if p.get("leader_id", -1) < 0
         ]
     return out
-
-
-def first_answer(nodes: list, ask):
-    """`ask(node)` of the first node that answers; raises the last error when none does."""
-    error: Exception = DBError("no nodes")
-    for node in nodes:
-        try:
-            return ask(node)
-        except Exception as e:  # noqa: BLE001 - this one is down or cut off: the next
-            error = e
-    raise error

@@ -27,10 +27,10 @@ from typing import Any
 from harness.nodes.remote import Remote, RemoteError
 from harness.options import DEFAULT_STATE, option
 
-from ..db import DBError, PidfileProcess, copy_dirs
+from ..db import DBError, PidfileProcess, copy_dirs, first_answer
 from ..install import digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
-from .admin import Admin, first_answer, partition_leaders, unfenced_brokers
+from .admin import Admin, partition_leaders, unfenced_brokers
 from .dist import DEFAULT_VERSION, ensure_kafka
 
 DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content

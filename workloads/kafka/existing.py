@@ -11,8 +11,9 @@ from typing import Any
 from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote
 
+from ..db import first_answer
 from ..existing import CommandLifecycle
-from .admin import first_answer, partition_leaders, unfenced_brokers
+from .admin import partition_leaders, unfenced_brokers
 from .db import KafkaOptions
 
 # Options that configure brokers the tool runs itself; an existing cluster's

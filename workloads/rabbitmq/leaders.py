@@ -4,7 +4,9 @@ queue's Raft leader, a classic queue's master (mirrored or not), as
 
 from __future__ import annotations
 
-from harness.nodes.remote import Remote, RemoteError
+from harness.nodes.remote import Remote
+
+from ..db import DBError, first_answer
 
 LISTING = "list_queues name leader pid --no-table-headers --quiet"
 
@@ -41,12 +43,14 @@ class QueueLeaders:
     test_queues: list[str] = []
 
     def primaries(self) -> list[str]:
-        for node in self.nodes:
-            try:
-                r = self.ctl(node, LISTING, timeout=15)  # type: ignore[attr-defined]
-            except RemoteError:
-                continue  # this node is down or cut off: ask the next
-            if r.exit == 0 and r.out.strip():
-                named = leader_nodes(r.out, self.test_queues)
-                return [n.name for n in self.nodes if any(leads(n, x) for x in named)]
-        return []
+        def listing(node: Remote) -> str:
+            r = self.ctl(node, LISTING, timeout=15)  # type: ignore[attr-defined]
+            if r.exit != 0 or not r.out.strip():
+                raise DBError(f"{node.name}: list_queues: {(r.err or r.out).strip()[-200:]}")
+            return r.out
+
+        try:
+            named = leader_nodes(first_answer(self.nodes, listing), self.test_queues)
+        except Exception:  # noqa: BLE001 - no node answered: nobody named
+            return []
+        return [n.name for n in self.nodes if any(leads(n, x) for x in named)]
