@@ -44,6 +44,7 @@ APT_INSTALL = missing=$$(for p in $(APT_PACKAGES); do \
 .PHONY: setup kafka-jars demo matrix findings detection test unit bench fuzz lint clean
 
 setup: $(APT_STAMP) $(PIP_STAMP)
+	$(call step,Spark's class archive (a faster JVM start),spark-class-archive,$(BIN)/python -m checkers.class_archive)
 
 $(APT_STAMP):
 	$(call step,Debian packages,apt,$(APT_INSTALL))

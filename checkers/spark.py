@@ -7,7 +7,9 @@ master itself) sends the same code to a cluster.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,10 +29,48 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+# Below this a check is mostly JVM start, planning and code generation, not
+# data: one shuffle partition, and no adaptive re-planning between stages.
+SMALL_INPUT = 64 << 20
+
+
 def shuffle_partitions(input_bytes: int, cores: int | None = None) -> int:
     """Enough partitions that each shuffle block stays small; AQE merges the rest."""
+    if input_bytes < SMALL_INPUT:
+        return 1
     cores = cores or os.cpu_count() or 2
     return max(2 * cores, min(2000, input_bytes // (64 << 20) + 1))
+
+
+# Class data sharing: the JVM maps the ~9,000 classes a check loads from one
+# archive instead of reading and verifying them from Spark's jars, which is
+# about half of the JVM's start. The archive is made once per Java and
+# pyspark install (`python -m checkers.class_archive`, run by `make setup`) and kept
+# in the user's cache like pip's; without it Spark starts as before.
+CLASS_ARCHIVE_DIR = Path.home() / ".cache" / "queuecheck" / "spark-cds"
+DUMP_ENV = "QUEUECHECK_CLASS_ARCHIVE_DUMP"
+
+
+def class_archive() -> Path:
+    """Where this Java and pyspark's archive is (or would be)."""
+    import pyspark
+
+    java = os.path.realpath(shutil.which("java") or "java")
+    stamp = os.stat(java).st_mtime_ns if os.path.exists(java) else 0
+    key = f"{java}:{stamp}:{pyspark.__file__}:{pyspark.__version__}"
+    return CLASS_ARCHIVE_DIR / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def java_options() -> str:
+    # Parallel GC: G1's concurrent threads compete with the job on 2 cores.
+    opts = [JAVA_LOG, "-XX:+UseParallelGC"]
+    dump = os.environ.get(DUMP_ENV)
+    if dump:
+        opts.append(f"-XX:ArchiveClassesAtExit={dump}")
+    elif class_archive().is_file():
+        # A stale archive (another JDK build) is ignored by the JVM; quietly.
+        opts += [f"-XX:SharedArchiveFile={class_archive()}", "-Xlog:cds=off,cds+dynamic=off"]
+    return " ".join(opts)
 
 
 def spark_session(
@@ -51,10 +91,9 @@ def spark_session(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions(input_bytes)),
-        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.enabled": str(input_bytes >= SMALL_INPUT).lower(),
         "spark.sql.session.timeZone": "UTC",
-        # Parallel GC: G1's concurrent threads compete with the job on 2 cores.
-        "spark.driver.extraJavaOptions": f"{JAVA_LOG} -XX:+UseParallelGC",
+        "spark.driver.extraJavaOptions": java_options(),
         "spark.executor.extraJavaOptions": JAVA_LOG,
     }
     if (master or DEFAULT_MASTER).startswith("local") and not under_spark_submit():
@@ -105,3 +144,4 @@ def _tail(log: Path, lines: int = 5) -> str:
         return " | ".join(log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+

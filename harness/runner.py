@@ -324,7 +324,9 @@ class Run:
             test_doc = self._test_doc(name, nodes, system)
             write_test(run, {**test_doc, "installed": system.db.installed})
             # The history starts with the test itself: its times are seconds into the run.
-            history = HistoryWriter(run / HISTORY_FILE)
+            # Its columnar sidecar is written as it goes: the check reads that,
+            # sealed on close (a killed run's is not, and the JSONL decides).
+            history = HistoryWriter(run / HISTORY_FILE, sidecar=True)
             system.attach(history)
             self.gen = gen = QueueOps(
                 system.queue,

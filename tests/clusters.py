@@ -47,11 +47,18 @@ def db_on_own_cluster(tmp_path_factory, make_db, subnet: str, bridge: str, prefi
                 db.teardown(node)
 
 
-def wait_until(cond, timeout: float = 60) -> bool:
+def wait_until(cond, timeout: float = 60, errors_mean_not_yet: bool = False) -> bool:
+    """Polls `cond` until true. With `errors_mean_not_yet`, a raise is "not
+    yet" (a broker asked while a fault still settles, as after a kill its
+    peers still route to it until its session times out)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if cond():
-            return True
+        try:
+            if cond():
+                return True
+        except Exception:
+            if not errors_mean_not_yet:
+                raise
         time.sleep(0.5)
     return False
 

@@ -127,9 +127,11 @@ def test_primaries_and_controller_are_who_leads_right_now(kafka):
     struck = kafka.nodes[leader - 1]
     assert kafka.kill(struck)
     try:
-        assert wait_until(lambda: kafka.primaries() not in ([], [struck.name]))
+        moved = lambda: kafka.primaries() not in ([], [struck.name])  # noqa: E731
+        assert wait_until(moved, errors_mean_not_yet=True)
         if controller == struck.name:
-            assert wait_until(lambda: kafka.controller() not in (None, struck.name))
+            elected = lambda: kafka.controller() not in (None, struck.name)  # noqa: E731
+            assert wait_until(elected, errors_mean_not_yet=True)
     finally:
         kafka.start(struck)
         kafka.await_node(struck)
