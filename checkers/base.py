@@ -7,6 +7,7 @@ checker that raises yields "unknown" with the error, never a crash.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -77,10 +78,18 @@ class Checker(Protocol):
     def check(self, history: Any, test: dict[str, Any]) -> CheckResult: ...
 
 
-def run_checkers(checkers: list[Checker], history: Any, test: dict[str, Any]) -> CheckResult:
-    """Runs every checker; one that raises marks its properties unknown."""
+def run_checkers(
+    checkers: list[Checker],
+    history: Any,
+    test: dict[str, Any],
+    on_step: Callable[[str], None] | None = None,
+) -> CheckResult:
+    """Runs every checker; one that raises marks its properties unknown.
+    `on_step` is told each checker's name as it starts (progress)."""
     total = CheckResult()
     for checker in checkers:
+        if on_step:
+            on_step(f"{checker.name} checker")
         try:
             result = checker.check(history, test)
         except Exception as e:  # noqa: BLE001 - a checker bug must not hide the others

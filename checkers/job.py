@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +61,13 @@ def check(
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     spark_conf: dict[str, str] | None = None,
     use_sidecar: bool = True,
+    on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Checks one history; claims default to the ones its test.json carries,
     and with neither to at-least-once: what goes in must come out (a
-    history judged against no claim at all could never fail)."""
+    history judged against no claim at all could never fail). `on_step` is
+    told each step as it starts (harness.progress.CheckProgress shows them)."""
+    step = on_step or (lambda name: None)
     hp = history_path(path)
     if not hp.is_file():
         raise UsageError(f"{path}: no history file (expected {hp})")
@@ -73,10 +77,12 @@ def check(
         claims, source = parse_claims(",".join(test["claims"])) or [], "test.json"
     elif claims is None:
         claims, source = list(DEFAULT_CLAIMS), "default"
+    step("starting Spark")
     spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
+    step("reading and validating the history")
     history = load_history(spark, hp, use_sidecar=use_sidecar)
     checkers = [DeliveryChecker(), OffsetChecker(), ExerciseChecker()]
-    result = mark_exercised(run_checkers(checkers, history, test))
+    result = mark_exercised(run_checkers(checkers, history, test, step))
     doc = results_document(result, claims)
     doc.setdefault("history", {}).update(path=str(hp), source=history.source)
     doc["claims-source"] = source  # optional field: where the claims came from

@@ -144,4 +144,3 @@ def _tail(log: Path, lines: int = 5) -> str:
         return " | ".join(log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
-

@@ -47,20 +47,27 @@ def _json_or_empty(path: Path) -> dict:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from checkers.job import RESULTS_FILE, check, parse_claims, write_results
     from checkers.load import history_path
     from reports.console import print_verdict
 
+    from .progress import CheckProgress, Progress
+
     spark = SparkOptions(**given(args, SparkOptions))
     out = Path(args.out) if args.out else history_path(args.path).parent / RESULTS_FILE
     _writable(out, "--out" if args.out else "results.json")  # before the check, not after
-    doc = check(
-        args.path,
-        claims=parse_claims(args.claims),
-        **spark.spark(),
-        spark_conf=spark.conf(),
-        use_sidecar=not args.no_sidecar,
-    )
+    # progress on stderr: stdout is the verdict alone
+    with CheckProgress(Progress(Console(stderr=True))) as progress:
+        doc = check(
+            args.path,
+            claims=parse_claims(args.claims),
+            **spark.spark(),
+            spark_conf=spark.conf(),
+            use_sidecar=not args.no_sidecar,
+            on_step=progress.step,
+        )
     write_results(doc, out)
     stats = history_path(args.path).parent / "stats.json"  # beside a run's history
     print_verdict(doc, stats=_json_or_empty(stats))

@@ -50,7 +50,7 @@ from .interpreter import Interpreter, unknown
 from .nodes import NodeOptions
 from .nodes.remote import Remote
 from .options import OptionError, check_choices, default_of, option
-from .progress import Progress
+from .progress import CheckProgress, Progress
 from .recovery import recover
 from .store import StoreOptions, new_run_dir, write_test
 
@@ -212,9 +212,8 @@ def stop_leftovers(nodes: list[Remote], where: NodeOptions, existing: bool = Fal
     heal_leftovers(nodes)
     if not existing:  # someone else's brokers are never ours to stop
         for cls in SYSTEMS.values():
-            db = cls.leftover_db(nodes, where.data_base())
-            for node in nodes:
-                db.teardown(node)
+            leftover = cls.leftover_db(nodes, where.data_base())
+            each_node(nodes, "stopping leftovers", leftover.teardown)
     stop_leftover_servers(where.running_dir())
 
 
@@ -394,7 +393,8 @@ class Run:
         self.progress.phase("checking the history")
         from checkers.job import RESULTS_FILE, check, write_results
 
-        doc = check(run, **opts.spark(), spark_conf=opts.conf())
+        with CheckProgress(self.progress) as progress:
+            doc = check(run, **opts.spark(), spark_conf=opts.conf(), on_step=progress.step)
         write_results(doc, run / RESULTS_FILE)
         self.progress.phase("writing report.html and junit.xml")
         from reports.build import build_reports

@@ -4,9 +4,8 @@ only into it, and healing flushes only it, never anyone else's rules."""
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
-from harness.nodes.remote import Remote, RemoteError
+from harness.nodes.remote import Remote, RemoteError, on_all
 
 log = logging.getLogger(__name__)
 
@@ -19,12 +18,6 @@ def heal_leftovers(nodes: list[Remote]) -> None:
     """Flushes every chain the tool owns: what a killed run left cuts nothing more."""
     flush = "; ".join(f"iptables -w -F {c} 2>/dev/null" for c in OWNED_CHAINS)
     on_all(nodes, lambda n: n.run(flush + "; true", timeout=20))
-
-
-def on_all(nodes: list[Remote], fn) -> list:
-    """Runs fn(node) on every node at once (a fault lands on all nodes together)."""
-    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
-        return list(pool.map(fn, nodes))
 
 
 class Chain:

@@ -2,7 +2,8 @@
 
 - the Spark checker (checkers/delivery.py + checkers/offsets.py, composed as
   `queuecheck check` composes them), from the JSONL and from the sidecar;
-- the in-memory baseline (tests/bench/inmemory.py: delivery only);
+- the in-memory baseline (tests/bench/inmemory.py for delivery,
+  tests/bench/inmemory_offsets.py for the offset checks, in one read);
 - the reference (tests/reference.py): its own JSON parsing and its own
   reading of the written definitions, no code shared with the checkers.
 
@@ -107,14 +108,18 @@ class DrawChoices:
 @given(data=st.data())
 def test_reference_and_baseline_agree(tmp_path_factory, data):
     from harness.history import read_history
-    from tests.bench.inmemory import InMemoryChecker
+    from tests.bench.inmemory_offsets import check_path
 
     b = random_history(DrawChoices(data.draw))
     path = b.write(tmp_path_factory.mktemp("h") / "history.jsonl")
     assert read_jsonl(path) == b.ops
     assert len(list(read_history(path))) == len(b.ops)  # the generator keeps the contract
     ref = judge(b.ops)
-    assert baseline_mismatches(ref, InMemoryChecker().check_path(path)) == {}
+    delivery, offsets = check_path(path)
+    assert baseline_mismatches(ref, delivery) == {}
+    assert {k: (offsets.get(k), ref.counts.get(k)) for k in OFFSET_ANOMALIES} == {
+        k: (ref.counts.get(k), ref.counts.get(k)) for k in OFFSET_ANOMALIES
+    }
     GENERATED.append(b.ops)
     kinds = [name for name in ANOMALIES if ref.counts.get(name)]
     for name in kinds:

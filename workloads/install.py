@@ -30,10 +30,16 @@ def ensure_package(node: Remote, probe: str, packages: list[str], after: str = "
     if node.run(probe, check=False, timeout=20).exit == 0:
         return "present"
     names = " ".join(shlex.quote(p) for p in packages)
+    # Under one lock, probing again: nodes set up at once may share a root
+    # file system (namespaces), and apt allows one install at a time.
+    install = (
+        f"{probe} || {{ apt-get update -qq && "
+        f"apt-get install -y -qq --no-install-recommends {names}; }}"
+    )
     cmd = (
         "export DEBIAN_FRONTEND=noninteractive; command -v apt-get >/dev/null || "
         "{ echo 'no apt-get: install it by hand' >&2; exit 3; }; "
-        f"apt-get update -qq && apt-get install -y -qq --no-install-recommends {names}"
+        f"flock -w 1800 /var/lock/queuecheck-apt.lock sh -c {shlex.quote(install)}"
     )
     r = node.run(as_root(node, cmd), check=False, timeout=1800)
     if r.exit != 0:

@@ -11,6 +11,7 @@ import secrets
 import shlex
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,3 +255,10 @@ class Remote:
 
     def __repr__(self) -> str:
         return f"Remote({self.name}@{self.spec.host}:{self.spec.port})"
+
+
+def on_all(nodes: list[Remote], fn) -> list:
+    """fn(node) on every node at once (a fault lands on all nodes together; a
+    set-up of three nodes takes as long as one); the first error raises."""
+    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+        return list(pool.map(fn, nodes))

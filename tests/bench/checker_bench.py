@@ -1,12 +1,18 @@
 """Checker benchmark: the Spark checker beside the in-memory baseline.
 
-    python -m tests.bench.checker_bench [--sizes 100k,1m,10m] [--dir .state/bench]
+    python -m tests.bench.checker_bench [--sizes 100k,1m,10m] [--shapes queue,kafka]
+                                        [--dir .state/bench]
 
-For each size it generates (once, cached) a spec-conformant history with
-planted anomalies and its columnar sidecar, then runs each checker in its own process (the Spark one
-including JVM start) and prints wall time, peak memory of the whole process
-tree (Python + JVM), and the ratio. Both checkers must report the same
-counts, or the benchmark says so and exits 1.
+For each shape and size it generates (once, cached) a spec-conformant
+history with planted anomalies and its columnar sidecar: queue-shaped (a
+RabbitMQ run: no offsets, effects) or Kafka-shaped (tests/bench/kafka_history.py:
+partitions, offsets, txns, planted offset anomalies). Then it runs each
+checker in its own process (the Spark one including JVM start) and prints
+wall time, peak memory of the whole process tree (Python + JVM), and the
+ratio. Both do the whole work: delivery counts and the offset checks (Spark:
+checkers/delivery.py and checkers/offsets.py; the baseline: one read with
+dicts and sorted lists, tests/bench/inmemory.py and inmemory_offsets.py).
+They must report the same counts, or the benchmark says so and exits 1.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import threading
@@ -28,6 +35,7 @@ from rich.table import Table
 from harness.history import sidecar
 
 GENERATOR_VERSION = 1
+SHAPES = ("queue", "kafka")
 SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
@@ -60,6 +68,15 @@ class HistoryGenerator:
         )
         self.index += 1
         return line
+
+    def _between_ops(self, out: list[str], fh) -> None:
+        """A partition now and then (nemesis ops in the history), and the
+        lines so far written out in big chunks."""
+        if self.index % 20_000 < 4:
+            out.append(self._line("nemesis", "info", "start-partition", '{"grudge":{"n1":["n2"]}}'))
+        if len(out) > 10_000:
+            fh.writelines(out)
+            out.clear()
 
     @staticmethod
     def _msgs(ids: list[int]) -> str:
@@ -120,13 +137,7 @@ class HistoryGenerator:
                         effects[i] = effects.get(i, 0) + 1
                         if effects[i] == 1:
                             present.append(i)
-                if self.index % 20_000 < 4:
-                    out.append(
-                        self._line("nemesis", "info", "start-partition", '{"grudge":{"n1":["n2"]}}')
-                    )
-                if len(out) > 10_000:
-                    fh.writelines(out)
-                    out.clear()
+                self._between_ops(out, fh)
             # Unread unknowns stay unread; the drain finds everything present.
             for start in range(0, len(present), 1000):
                 chunk = present[start : start + 1000]
@@ -145,12 +156,16 @@ class HistoryGenerator:
         return self.planted
 
 
-def ensure_history(size: int, root: Path) -> Path:
-    path = root / f"history-{size}-v{GENERATOR_VERSION}.jsonl"
+def ensure_history(size: int, root: Path, shape: str = "queue") -> Path:
+    name = f"history-{size}" if shape == "queue" else f"history-{shape}-{size}"
+    path = root / f"{name}-v{GENERATOR_VERSION}.jsonl"
     if not path.exists():
+        from tests.bench.kafka_history import KafkaHistoryGenerator
+
         tmp = path.with_suffix(".tmp")
         t = time.monotonic()
-        planted = HistoryGenerator(size).write(tmp)
+        generator = KafkaHistoryGenerator if shape == "kafka" else HistoryGenerator
+        planted = generator(size).write(tmp)
         tmp.replace(path)
         path.with_suffix(".planted.json").write_text(json.dumps(planted))
         print(f"generated {path} ({path.stat().st_size >> 20} MiB) in {time.monotonic() - t:.0f} s")
@@ -166,24 +181,39 @@ def run_one(kind: str, path: Path) -> dict:
     if kind.startswith("spark"):
         from checkers.delivery import DeliveryChecker
         from checkers.load import load_history
+        from checkers.offsets import OffsetChecker
         from checkers.spark import spark_session
 
         spark = spark_session(input_bytes=path.stat().st_size)
         history = load_history(spark, path, use_sidecar=kind == "spark-sidecar")
-        result = DeliveryChecker().check(history, {})
+        delivery = DeliveryChecker().check(history, {})
+        offsets = OffsetChecker().check(history, {})
         spark.stop()
-    else:
-        from tests.bench.inmemory import InMemoryChecker
+        return {**delivery.counts, **offsets.counts}
+    from tests.bench.inmemory_offsets import check_path
 
-        result = InMemoryChecker().check_path(path)
-    return result.counts
+    delivery, offsets = check_path(path)
+    return {**delivery.counts, **offsets}
 
 
-def measure(kind: str, path: Path) -> dict:
-    """Wall time and peak RSS of the child's whole process tree."""
+def measure(kind: str, path: Path, baseline_memory: int) -> dict:
+    """Wall time and peak RSS of the child's whole process tree. The
+    baseline's address space is capped at `baseline_memory` bytes: past it
+    Python raises MemoryError (recorded as a failure) instead of the kernel's
+    OOM killer picking a victim on a shared machine."""
     cmd = [sys.executable, "-m", "tests.bench.checker_bench", "--one", kind, str(path)]
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (baseline_memory, baseline_memory))
+
     t0 = time.monotonic()
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    child = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=cap if kind == "inmemory" else None,
+    )
     peak = 0
     done = threading.Event()
 
@@ -200,23 +230,32 @@ def measure(kind: str, path: Path) -> dict:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, _ = child.communicate()
+    out, err = child.communicate()
     done.set()
     sampler.join()
     wall = time.monotonic() - t0
     if child.returncode != 0:
-        return {"wall": wall, "peak": peak, "error": f"exit {child.returncode}"}
+        why = f"exit {child.returncode}"
+        if "MemoryError" in err:
+            why = f"out of memory (capped at {baseline_memory / 2**30:.0f} GiB)"
+        return {"wall": wall, "peak": peak, "error": why}
     return {"wall": wall, "peak": peak, "counts": json.loads(out.strip().splitlines()[-1])}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.checker_bench", description=__doc__)
     ap.add_argument("--sizes", default="100k,1m,10m", help="message counts, e.g. 100k,1m,10m")
+    ap.add_argument("--shapes", default="queue,kafka", help="history shapes: queue, kafka")
     ap.add_argument("--dir", default=".state/bench", help="where generated histories are cached")
     ap.add_argument(
         "--checkers",
         default="spark,spark-sidecar,inmemory",
         help="spark (reads the JSONL), spark-sidecar (its columnar sidecar), inmemory",
+    )
+    ap.add_argument(
+        "--baseline-memory",
+        default="16g",
+        help="address-space cap of the in-memory baseline (it fails past it, as expected at 100M)",
     )
     ap.add_argument("--one", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -230,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if Console().is_terminal else 140)
     table = Table(title=f"checker benchmark ({os.cpu_count()} cores)")
     for col in (
+        "shape",
         "messages",
         "history",
         *(f"{k} wall" for k in kinds),
@@ -240,26 +280,48 @@ def main(argv: list[str] | None = None) -> int:
     for k in speedups:
         table.add_column(f"inmemory / {k}", justify="right")
     status = 0
-    for size in (parse_size(s) for s in args.sizes.split(",")):
-        path = ensure_history(size, root)
-        runs = {k: measure(k, path) for k in kinds}
+    units = {"m": 2**20, "g": 2**30}
+    try:
+        cap = int(float(args.baseline_memory[:-1]) * units[args.baseline_memory[-1].lower()])
+    except (KeyError, ValueError):
+        ap.error(f"--baseline-memory: {args.baseline_memory!r} is not a size like 16g or 800m")
+    shapes = args.shapes.split(",")
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        ap.error(f"--shapes: unknown shape {unknown[0]!r}; known: {', '.join(SHAPES)}")
+    cases = [(shape, parse_size(s)) for s in args.sizes.split(",") for shape in shapes]
+    for shape, size in cases:
+        path = ensure_history(size, root, shape)
+        runs = {k: measure(k, path, cap) for k in kinds}
         for k, r in runs.items():
             console.print(
-                f"{size:>12,} {k:>9}: {r['wall']:.1f} s, peak {r['peak'] / 2**30:.2f} GiB"
+                f"{shape:>5} {size:>12,} {k:>13}: {r['wall']:.1f} s, "
+                f"peak {r['peak'] / 2**30:.2f} GiB {r.get('error', '')}"
             )
-        counts = [r.get("counts") for r in runs.values()]
-        if any(c is None for c in counts) or any(c != counts[0] for c in counts):
-            console.print(f"[red]checkers disagree or failed at {size}:[/] {runs}")
+        # Every checker that finished must agree; any Spark failure fails the
+        # benchmark, the baseline's (out of memory at 100M) is recorded.
+        counts = [r["counts"] for r in runs.values() if "counts" in r]
+        spark_failed = [k for k, r in runs.items() if "error" in r and k != "inmemory"]
+        if spark_failed or not counts or any(c != counts[0] for c in counts):
+            console.print(f"[red]checkers disagree or failed at {shape} {size}:[/] {runs}")
             status = 1
+        elif "error" in runs.get("inmemory", {}):
+            console.print(f"the in-memory baseline failed: {runs['inmemory']['error']}")
         table.add_row(
+            shape,
             f"{size:,}",
             f"{path.stat().st_size / 2**20:,.0f} MiB",
-            *(f"{runs[k]['wall']:.1f} s" for k in kinds),
+            *(f"{runs[k]['wall']:.1f} s" if "error" not in runs[k] else "failed" for k in kinds),
             *(f"{runs[k]['peak'] / 2**30:.2f} GiB" for k in kinds),
-            *(f"{runs['inmemory']['wall'] / runs[k]['wall']:.2f}x" for k in speedups),
+            *(
+                f"{runs['inmemory']['wall'] / runs[k]['wall']:.2f}x"
+                if "error" not in runs["inmemory"]
+                else "-"
+                for k in speedups
+            ),
         )
         planted = json.loads(path.with_suffix(".planted.json").read_text())
-        console.print(f"planted {planted}; found {counts[0]}")
+        console.print(f"planted {planted}; found {counts[0] if counts else None}")
     console.print(table)
     return status
 

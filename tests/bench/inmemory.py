@@ -9,6 +9,7 @@ require the two to agree exactly.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from checkers.base import CheckResult
@@ -60,7 +61,11 @@ def _first(st: list, slot: int, idx: int) -> None:
 class InMemoryChecker:
     name = "delivery-inmemory"
 
-    def check_path(self, path: str | os.PathLike) -> CheckResult:
+    def check_path(
+        self, path: str | os.PathLike, observe: Callable[[dict], None] | None = None
+    ) -> CheckResult:
+        """`observe`, if given, is fed every op of the same one read (the
+        offset checks, tests/bench/inmemory_offsets.py)."""
         state: dict[int, list] = {}
         open_invokes: dict[Any, dict] = {}
         effects_ops = drains_invoked = drains_ok = 0
@@ -96,6 +101,8 @@ class InMemoryChecker:
         n_ops = 0
         for op in read_history(path, report):
             n_ops += 1
+            if observe:
+                observe(op)
             p = op["process"]
             if p == "nemesis":
                 continue

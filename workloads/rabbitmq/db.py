@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.nodes.remote import Remote, RemoteError
+from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import check_choices, option
 
 from ..db import DBError, PidfileProcess, copy_dirs
@@ -125,12 +125,13 @@ class RabbitMQ(QueueLeaders, PidfileProcess):
 
         Starts by tearing down whatever a killed run left on the same paths
         (ducktape's clean-before-start): a leftover broker holds the ports."""
-        for node in self.nodes:
+        def boot(node: Remote) -> None:
             self.teardown(node)
             self._configure(node)
             self.start(node)
-        for node in self.nodes:
             self.await_node(node)
+
+        on_all(self.nodes, boot)  # each node its own tree: all at once
         first = self.nodes[0]
         for node in self.nodes[1:]:
             self.ctl(node, "stop_app")
