@@ -82,7 +82,8 @@ def test_primaries_are_the_quorum_leader_and_the_classic_master(rabbit):
     rabbit.test_queues = ["led-quorum"]
     assert rabbit.kill(n2)
     try:
-        assert wait_until(lambda: rabbit.primaries() in (["n1"], ["n3"]))
+        elected = lambda: rabbit.primaries() in (["n1"], ["n3"])  # noqa: E731
+        assert wait_until(elected, errors_mean_not_yet=True)  # asked while it elects
     finally:
         rabbit.start(n2)
         rabbit.await_node(n2)
