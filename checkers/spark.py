@@ -67,9 +67,9 @@ def java_options() -> str:
     dump = os.environ.get(DUMP_ENV)
     if dump:
         opts.append(f"-XX:ArchiveClassesAtExit={dump}")
-    elif class_archive().is_file():
+    elif (archive := class_archive()).is_file():
         # A stale archive (another JDK build) is ignored by the JVM; quietly.
-        opts += [f"-XX:SharedArchiveFile={class_archive()}", "-Xlog:cds=off,cds+dynamic=off"]
+        opts += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off,cds+dynamic=off"]
     return " ".join(opts)
 
 

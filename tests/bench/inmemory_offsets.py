@@ -28,21 +28,20 @@ def _msgs(x: Any) -> list[dict]:
 class InMemoryOffsets:
     def __init__(self) -> None:
         self.has_offsets = False
-        self.ok_txns = 0
-        self.at: dict[tuple, int] = {}  # (q, p, o) -> the first id placed there
+        # (q, p, o) -> the first id placed there; its keys are the known offsets
+        self.at: dict[tuple, int] = {}
         self.shared_offsets: set[tuple] = set()  # (q, p, o) holding a second id
         self.place_of: dict[int, tuple] = {}  # id -> its first (q, p, o)
         self.moved: set[int] = set()  # ids at a second (q, p, o)
         self.span: dict[tuple, list[int]] = {}  # (q, p, id) -> [min offset, max offset]
-        self.known: dict[tuple, set[int]] = defaultdict(set)  # (q, p) -> offsets
         self.read_in: dict[tuple, set[int]] = defaultdict(set)  # (q, p) -> ids ok reads saw
         self.acked: set[tuple] = set()  # (q, p, id) placed by an ok send
         self.ever_read: set[int] = set()
-        # Replayed once `known` is whole: (process, kind, (q, p), first, last, ok),
+        # Replayed once every offset is known: (process, kind, (q, p), first, last, ok),
         # or (process,) for a reset.
         self.steps: list[tuple] = []
         self.writers: dict[int, set[int]] = defaultdict(set)  # id -> ok txns sending it
-        self.txn_reads: list[tuple[int, list[int]]] = []
+        self.txn_reads: list[tuple[int, list[int]]] = []  # one per ok txn
         self.txn_writes: dict[tuple, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
 
     # -- the pass over the history -----------------------------------------
@@ -73,7 +72,6 @@ class InMemoryOffsets:
             return
         ok = t == "ok"
         if f == "txn" and ok:
-            self.ok_txns += 1
             idx = op["index"]
             for m in sends:
                 self.writers[m["id"]].add(idx)
@@ -105,7 +103,6 @@ class InMemoryOffsets:
                 self.span[(q, part, i)] = [off, off]
             else:
                 span[0], span[1] = min(span[0], off), max(span[1], off)
-            self.known[(q, part)].add(off)
             if acked:
                 self.acked.add((q, part, i))
                 if txn is not None:
@@ -130,7 +127,7 @@ class InMemoryOffsets:
     def counts(self, aborted_read: int) -> dict[str, int]:
         """The offset counts as results.json has them; G1a is delivery's
         aborted-read (the same ids), and only where the checks run."""
-        if not (self.has_offsets or self.ok_txns):
+        if not (self.has_offsets or self.txn_reads):
             return {k: 0 for k in ANOMALIES if k != "G1a"}
         counts = dict.fromkeys(ANOMALIES, 0)
         counts["inconsistent-offsets"] = len(self.shared_offsets)
@@ -138,7 +135,7 @@ class InMemoryOffsets:
         counts["G1a"] = aborted_read
         counts["lost-write"] = self._lost_writes()
         counts.update(self._sequences())
-        if self.ok_txns:
+        if self.txn_reads:
             counts["G0"], counts["G1c"] = self._cycles()
         return counts
 
@@ -156,7 +153,10 @@ class InMemoryOffsets:
         return len(lost)
 
     def _sequences(self) -> Counter:
-        known = {qp: sorted(offs) for qp, offs in self.known.items()}
+        offsets: dict[tuple, list[int]] = defaultdict(list)
+        for q, part, off in self.at:
+            offsets[(q, part)].append(off)
+        known = {qp: sorted(offs) for qp, offs in offsets.items()}
         found: Counter = Counter()
         last: dict[Any, dict[tuple, int]] = defaultdict(dict)
         for step in self.steps:

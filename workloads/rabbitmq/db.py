@@ -125,6 +125,7 @@ class RabbitMQ(QueueLeaders, PidfileProcess):
 
         Starts by tearing down whatever a killed run left on the same paths
         (ducktape's clean-before-start): a leftover broker holds the ports."""
+
         def boot(node: Remote) -> None:
             self.teardown(node)
             self._configure(node)
