@@ -83,6 +83,7 @@ class LoadedHistory:
     occurrences: DataFrame
     facts: HistoryFacts
     source: str = "jsonl"
+    files: dict[str, Path] | None = None  # the sidecar's, when it is the source
 
     def message_events(self) -> DataFrame:
         """(id, role, idx, n), invokes that never completed marked open."""
@@ -97,11 +98,11 @@ class LoadedHistory:
         type including invokes: (index, proc, f, type, mop, pos, id, queue,
         partition, offset); `mop` is the txn mop's f, `pos` the message's
         place in the op. Client ops whose f is in `markers` (assign ...) add
-        one row each, with null message fields. Read from the JSONL even
-        when the ops came from the sidecar, which has neither queue nor
-        process per message."""
-        ops = self.ops if "value" in self.ops.columns else _json_ops(self.spark, Path(self.path))
-        f, v = F.col("f"), F.col("value")
+        one row each, with null message fields. From the sidecar's columns
+        when the ops came from it, else from the JSONL."""
+        if self.files:
+            return self._sidecar_message_rows(markers)
+        ops, f, v = self.ops, F.col("f"), F.col("value")
         fields = ("id", "queue", "partition", "offset")
         # Plain ops explode their msgs as they are, in generated code; only a
         # txn's mops go through transform, which Spark interprets: each msg
@@ -131,6 +132,17 @@ class LoadedHistory:
             .filter(F.col("m").isNotNull() | is_marker)
             .select("index", "proc", "f", "type", mop, "pos", *(f"m.{k}" for k in fields))
         )
+
+    def _sidecar_message_rows(self, markers: tuple[str, ...]) -> DataFrame:
+        fields = ("index", "proc", "f", "type", "mop", "pos", "id", "queue", "partition", "offset")
+        msgs = self.spark.read.parquet(str(self.files["msgs"]))
+        rows = msgs.filter(F.col("f").isin(*MESSAGE_FS)).select(*fields)
+        if not markers:
+            return rows
+        ops = self.spark.read.parquet(str(self.files["ops"]))
+        none = [F.lit(None).cast(rows.schema[k].dataType).alias(k) for k in fields[4:]]
+        marks = ops.filter(~F.col("nemesis") & F.col("f").isin(*markers))
+        return rows.unionByName(marks.select("index", "proc", "f", "type", *none))
 
 
 def _json_ops(spark: SparkSession, p: Path) -> DataFrame:
@@ -824,6 +836,7 @@ def _loaded(
         ops=ops,
         occurrences=occ,
         source=source,
+        files=files,
         facts=HistoryFacts(
             ops=facts["ops"],
             truncated_line=truncated_line,

@@ -130,6 +130,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not hp.is_file():
         raise FileNotFoundError(f"no history at {hp}")
     files = sidecar.build(hp)
+    if sidecar.usable(hp) is None:
+        # valid, but a queue named by a non-string: Spark reads the JSONL
+        _out().print(f"no sidecar: {hp} names a queue by something other than a string")
+        return 0
     _out().print(f"sidecar: {files['ops']}, {files['msgs']}")
     return 0
 

@@ -56,27 +56,55 @@ def _svg(fig) -> str:
     return text[text.index("<svg") :]  # drop the XML prolog: it is inline
 
 
+# A night's run has thousands of faults: beyond these the plots draw them
+# merged at the plot's resolution and unlabelled (the legend names them),
+# and the fault table lists the first ones.
+MAX_FAULT_LABELS = 40
+MAX_FAULT_SPANS = 300
+MAX_FAULT_ROWS = 200
+
+
+def drawn_faults(data: PlotData) -> tuple[list[tuple[str, float, float, str]], bool]:
+    """The fault intervals a plot draws, and whether each gets its label.
+    Past MAX_FAULT_SPANS, same-kind intervals closer than about a pixel
+    (1/1000 of the run) merge, so the SVG stays small whatever the run's
+    length."""
+    spans = [(n, s, data.end if e is None else e, v) for n, s, e, v in data.faults]
+    if len(spans) <= MAX_FAULT_SPANS:
+        return spans, len(spans) <= MAX_FAULT_LABELS
+    gap = max(data.end, 1.0) / 1000
+    merged: dict[str, list[list]] = {}
+    for name, start, stop, value in sorted(spans, key=lambda x: (x[0], x[1])):
+        runs = merged.setdefault(name, [])
+        if runs and start - runs[-1][2] <= gap:
+            runs[-1][2] = max(runs[-1][2], stop)
+        else:
+            runs.append([name, start, stop, value])
+    return sorted((tuple(r) for rs in merged.values() for r in rs), key=lambda x: x[1]), False
+
+
 def _shade_faults(ax, data: PlotData) -> None:
     labelled = set()
-    for name, start, end, value in data.faults:
+    spans, with_labels = drawn_faults(data)
+    for name, start, stop, value in spans:
         colour = FAULT_COLOURS.get(name, "#bdbdbd")
-        stop = data.end if end is None else end
         label = name if name not in labelled else None
         labelled.add(name)
         if stop - start < 0.05:
             ax.axvline(start, color=colour, lw=1.2, label=label)
         else:
             ax.axvspan(start, stop, color=colour, alpha=0.35, label=label, lw=0)
-            ax.text(
-                start,
-                1.0,
-                describe_fault(name, value),
-                transform=ax.get_xaxis_transform(),
-                fontsize=7,
-                va="bottom",
-                rotation=30,
-                color="#444",
-            )
+            if with_labels:
+                ax.text(
+                    start,
+                    1.0,
+                    describe_fault(name, value),
+                    transform=ax.get_xaxis_transform(),
+                    fontsize=7,
+                    va="bottom",
+                    rotation=30,
+                    color="#444",
+                )
 
 
 def latency_plot(data: PlotData) -> str:
@@ -110,18 +138,20 @@ def throughput_plot(data: PlotData) -> str:
     series: dict[tuple[str, str], dict[int, int]] = {}
     for s, f, typ, n in data.throughput:
         series.setdefault((f, typ), {})[s] = n
+    width = data.bucket
     for (f, typ), points in sorted(series.items()):
-        xs = list(range(min(points), max(points) + 1))  # a quiet second is a 0, not a gap
+        # a quiet bucket is a 0, not a gap
+        xs = list(range(min(points), max(points) + 1, width))
         ax.plot(
             xs,
-            [points.get(x, 0) for x in xs],
+            [points.get(x, 0) / width for x in xs],
             lw=1.2,
             label=f"{f} {typ}",
             color=COLOURS.get(typ),
             ls="-" if f == "send" else "--",
         )
     ax.set_xlabel("seconds since start")
-    ax.set_ylabel("completions / s")
+    ax.set_ylabel("completions / s" if width == 1 else f"completions / s ({width} s mean)")
     ax.set_title("Throughput per operation and outcome")
     ax.legend(fontsize=7, ncol=4, loc="upper right")
     return _svg(fig)
@@ -257,8 +287,11 @@ def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData)
     faults = "".join(
         f"<tr><td>{_e(n)}</td><td>{s:.1f}</td><td>{'' if e is None else f'{e:.1f}'}</td>"
         f"<td>{_e(describe_fault(n, v))}</td></tr>"
-        for n, s, e, v in data.faults
+        for n, s, e, v in data.faults[:MAX_FAULT_ROWS]
     )
+    if len(data.faults) > MAX_FAULT_ROWS:
+        more = len(data.faults) - MAX_FAULT_ROWS
+        faults += f"<tr><td colspan='4'>… and {more} more (the history holds them all)</td></tr>"
     ops = "".join(
         f"<div class='op' id='op-{i}'><b>{i}</b> <code>{_e(text)}</code></div>"
         for i, text in sorted(lines.items())

@@ -1,11 +1,13 @@
 """What the report plots, computed by Spark so a large history never has to
-fit in memory: op latencies (a bounded sample), completions per second per
-operation and outcome, and the nemesis intervals. Only these small tables
-come back to the driver."""
+fit in memory: op latencies (a bounded sample), completions per operation and
+outcome in at most MAX_BUCKETS time buckets, and the nemesis intervals. Only
+these small tables come back to the driver, so a report weighs the same for a
+minute's run and a night's."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,14 +17,16 @@ from pyspark.sql import functions as F
 # process is an int for clients and "nemesis" for faults: read as text.
 SCHEMA = "index LONG, time LONG, process STRING, type STRING, f STRING, value STRING"
 MAX_POINTS = 20_000  # latency points drawn; beyond that a uniform sample
+MAX_BUCKETS = 1_000  # throughput points per series; longer runs get wider buckets
 
 
 @dataclass
 class PlotData:
     # (seconds since start, latency ms, f, type) of client completions
     latencies: list[tuple[float, float, str, str]] = field(default_factory=list)
-    # (second, f, type, count)
+    # (bucket start s, f, type, count): `bucket` seconds wide
     throughput: list[tuple[int, str, str, int]] = field(default_factory=list)
+    bucket: int = 1
     # (name, start s, end s or None while still active at the end, start value)
     faults: list[tuple[str, float, float | None, str]] = field(default_factory=list)
     completions: int = 0
@@ -51,15 +55,12 @@ def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) 
         )
         .cache()
     )
-    n = done.count()
+    n, last = done.agg(F.count(F.lit(1)), F.max("t")).first()
     sample = done if n <= max_points else done.sample(fraction=max_points / n, seed=1)
     latencies = [(r.t, r.ms, r.f, r.type) for r in sample.collect()]
-    tput = (
-        done.groupBy(F.floor("t").cast("int").alias("s"), "f", "type")
-        .count()
-        .orderBy("s")
-        .collect()
-    )
+    width = bucket_width(last or 0.0)
+    start = (F.floor(F.col("t") / width) * width).cast("int")
+    tput = done.groupBy(start.alias("s"), "f", "type").count().orderBy("s").collect()
     done.unpersist()
     nemesis = (
         ops.filter((F.col("process") == "nemesis") & F.col("value").isNotNull())
@@ -71,10 +72,16 @@ def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) 
     return PlotData(
         latencies=latencies,
         throughput=[(r.s, r.f, r.type, r["count"]) for r in tput],
+        bucket=width,
         faults=fault_intervals([(r.time / 1e9, r.f, r.value) for r in nemesis]),
         completions=n,
         end=end / 1e9,
     )
+
+
+def bucket_width(span: float, buckets: int = MAX_BUCKETS) -> int:
+    """Whole seconds per throughput bucket: 1 up to `buckets` seconds of run."""
+    return max(1, math.ceil(span / buckets))
 
 
 def fault_intervals(

@@ -235,3 +235,56 @@ def test_sidecar_writer_adds_an_op_whole_or_not_at_all(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         w.add(op)
     assert w.n_ops == 0 and not any(w._ops.values()) and not any(w._msgs.values())
+
+
+def test_sidecar_rows_carry_process_place_and_queue_and_a_non_string_queue_leaves_it_unsealed(
+    tmp_path,
+):
+    """The offset checks read process, queue and each message's place in its
+    op (null items counted, as Spark's explode counts them) from the
+    columns; a queue named by a number is valid JSON Spark would read as
+    text, so that history keeps no sidecar and is read from the JSONL."""
+    import pyarrow.parquet as pq
+
+    from harness.history import sidecar
+
+    path = tmp_path / "history.jsonl"
+    send = {"msgs": [{"id": 1, "queue": "t", "partition": 0, "offset": 3}, {"id": 2}]}
+    # a receive that ended info need not carry its msgs, so may hold a null
+    seen = {"msgs": [{"id": 2}, None, {"id": 1, "queue": "t", "partition": 0, "offset": 3}]}
+    txn = {
+        "mops": [
+            {"f": "send", "msgs": [{"id": 3, "queue": "t", "partition": 1, "offset": 0}]},
+            {"f": "receive", "msgs": [{"id": 1, "queue": "t", "partition": 0, "offset": 3}]},
+        ]
+    }
+    with HistoryWriter(path, sidecar=True) as w:
+        w.append({"process": 4, "type": "invoke", "f": "send", "value": send})
+        w.append({"process": 4, "type": "ok", "f": "send", "value": send})
+        w.append({"process": 5, "type": "invoke", "f": "txn", "value": txn})
+        w.append({"process": 5, "type": "ok", "f": "txn", "value": txn})
+        w.append({"process": 6, "type": "invoke", "f": "receive", "value": {"queue": "t"}})
+        w.append({"process": 6, "type": "info", "f": "receive", "value": seen})
+    files = sidecar.usable(path)
+    assert files is not None
+    cols = ("index", "proc", "mop", "pos", "id", "queue", "partition", "offset")
+    got = [tuple(r[k] for k in cols) for r in pq.read_table(files["msgs"]).to_pylist()]
+    assert got[2:] == [
+        (1, 4, None, 0, 1, "t", 0, 3),
+        (1, 4, None, 1, 2, None, None, None),
+        (2, 5, "send", 0, 3, "t", 1, 0),
+        (2, 5, "receive", 1, 1, "t", 0, 3),
+        (3, 5, "send", 0, 3, "t", 1, 0),
+        (3, 5, "receive", 1, 1, "t", 0, 3),
+        (5, 6, None, 0, 2, None, None, None),
+        (5, 6, None, 2, 1, "t", 0, 3),
+    ]
+    odd = tmp_path / "odd" / "history.jsonl"
+    odd.parent.mkdir()
+    with HistoryWriter(odd, sidecar=True) as w:
+        numbered = {"msgs": [{"id": 1, "queue": 7, "offset": 0, "partition": 0}]}
+        w.append({"process": 4, "type": "invoke", "f": "send", "value": {"msgs": [{"id": 1}]}})
+        w.append({"process": 4, "type": "ok", "f": "send", "value": numbered})
+    assert sidecar.usable(odd) is None
+    sidecar.build(odd)
+    assert sidecar.usable(odd) is None

@@ -3,6 +3,7 @@ from a small real history (Spark computes its plot data), and the store
 served over HTTP on localhost."""
 
 import json
+import math
 import re
 import threading
 import urllib.request
@@ -125,3 +126,50 @@ def test_serve_escapes_every_name_and_path_it_puts_in_the_page(tmp_path):
     assert "' onmouseover" not in page  # no attribute breaks out of its quotes
     assert "&lt;script&gt;" in page
     assert "%3Cscript%3E" in page  # the link still points at the run, URL-quoted
+
+
+def test_a_nights_run_makes_a_report_as_light_as_a_short_one(spark, tmp_path):
+    """Eight hours of sends and a partition every 10 s: the plots keep at most
+    MAX_BUCKETS throughput points per series and draw the faults merged and
+    unlabelled, the fault table stops at MAX_FAULT_ROWS, and the page stays
+    far under the 5 MB a 10M-message run may weigh."""
+    from reports.html import MAX_FAULT_ROWS, drawn_faults
+    from reports.plotdata import MAX_BUCKETS
+
+    hours = 8 * 3600
+    lines, i = [], 0
+
+    def op(t: float, process, typ: str, f: str, value) -> None:
+        nonlocal i
+        lines.append(
+            json.dumps(
+                {"index": i, "time": int(t * 1e9), "process": process, "type": typ, "f": f,
+                 "value": value}
+            )
+        )  # fmt: skip
+        i += 1
+
+    for k in range(hours // 2):  # a send every 2 s, one process per 100 sends
+        t = k * 2.0
+        if k % 5 == 0:
+            op(t, "nemesis", "info", "start-partition", {"shape": "halves"})
+            op(t + 5, "nemesis", "info", "stop-partition", "network healed")
+        msgs = {"msgs": [{"id": k}]}
+        op(t, k // 100, "invoke", "send", msgs)
+        op(t + 0.01 + (k % 7) / 100, k // 100, "ok", "send", msgs)
+    run = tmp_path / "store" / "night" / "20260101T000000"
+    run.mkdir(parents=True)
+    (run / "history.jsonl").write_text("\n".join(lines) + "\n")
+    data = plot_data(spark, run / "history.jsonl")
+    assert data.completions == hours // 2
+    assert data.bucket == math.ceil((hours - 2) / MAX_BUCKETS) == 29
+    assert len(data.throughput) <= MAX_BUCKETS
+    # every 29 s bucket saw 14 or 15 sends, drawn as the per-second mean
+    assert {n for _, _, _, n in data.throughput[1:-1]} <= {14, 15}
+    assert len(data.faults) == hours // 10
+    spans, labelled = drawn_faults(data)
+    assert not labelled and len(spans) <= 1001
+    page = render(run, DOC, {"name": "night"}, data)
+    assert page.count("<tr><td>partition</td>") == MAX_FAULT_ROWS
+    assert f"and {hours // 10 - MAX_FAULT_ROWS} more" in page
+    assert len(page.encode()) < 500_000, len(page.encode())

@@ -4,12 +4,16 @@ history.jsonl stays the source of truth. Beside it the writer can keep
   history.ops.parquet   one row per op: index, proc, nemesis, type, f
   history.msgs.parquet  one row per message a message op (send, receive,
                         drain, txn) mentions and per entry of an effects
-                        op: index, f, type, mop (the txn mop's f), id,
-                        n (effect count), partition, offset
+                        op: index, proc, f, type, mop (the txn mop's f),
+                        pos (its place in the op), id, n (effect count),
+                        queue, partition, offset
   history.sidecar.json  written last, on close: which JSONL it matches
 (ops were validated by the writer before they were written). A reader uses
 the sidecar only when its manifest matches the JSONL's current size; a run
 that crashed before closing has no manifest, and is read from the JSONL.
+So is a history naming a queue by anything but a string (the contract says
+string; Spark would read another JSON value as its text, which a column
+could only imitate): its sidecar is never sealed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import pyarrow.parquet as pq
 
 from .contract import EFFECTS, NEMESIS, TXN, VALUE_FS
 
-VERSION = 1
+VERSION = 2  # 2: proc, pos and queue per message (the offset checks read them)
 
 OPS_SCHEMA = pa.schema(
     [
@@ -37,11 +41,14 @@ OPS_SCHEMA = pa.schema(
 MSGS_SCHEMA = pa.schema(
     [
         ("index", pa.int64()),
+        ("proc", pa.int64()),
         ("f", pa.string()),
         ("type", pa.string()),
         ("mop", pa.string()),
+        ("pos", pa.int64()),
         ("id", pa.int64()),
         ("n", pa.int64()),
+        ("queue", pa.string()),
         ("partition", pa.int64()),
         ("offset", pa.int64()),
     ]
@@ -69,27 +76,41 @@ def usable(history: Path) -> dict[str, Path] | None:
     return p if p["ops"].is_file() and p["msgs"].is_file() else None
 
 
+class NotColumnar(ValueError):
+    """A valid op the columns cannot hold as Spark reads it (a queue that is
+    no string): the sidecar is left unsealed and the JSONL is read."""
+
+
 def message_rows(op: dict[str, Any]) -> list[tuple]:
     """The msgs rows (in MSGS_SCHEMA's order) of a client op the writer
     validated: the messages of a message op (MESSAGE_FS: its msgs, a txn's
     mops) and the entries of an `effects` op. Any other f's value is free
     (the contract): nothing is read from it, whatever keys it holds. A
     message op that is not required to carry its msgs may still hold null
-    items (skipped) or messages without an id (kept, with a null id)."""
+    items (skipped, but counted in `pos`, as Spark's explode counts them)
+    or messages without an id (kept, with a null id)."""
     f, typ, v = op["f"], op["type"], op.get("value")
     if f not in VALUE_FS or not isinstance(v, dict):
         return []
     out: list[tuple] = []
+    proc, index = op["process"], op["index"]
+    at = 0  # the place in the op, across a txn's mops
 
     def put(mop: str | None, items: Any, counts: bool = False) -> None:
+        nonlocal at
         for x in items if isinstance(items, list) else ():
+            pos, at = at, at + 1
             if not isinstance(x, dict):
                 continue
             if counts:  # an effect: {id, count}; no place in a log
-                out.append((op["index"], f, typ, mop, x.get("id"), x.get("count"), None, None))
+                row = (index, proc, f, typ, mop, pos, x.get("id"), x.get("count"), None, None, None)
             else:
-                part, off = x.get("partition"), x.get("offset")
-                out.append((op["index"], f, typ, mop, x.get("id"), 1, part, off))
+                queue = x.get("queue")
+                if queue is not None and not isinstance(queue, str):
+                    raise NotColumnar(f"op {index}: queue {queue!r} is not a string")
+                row = (index, proc, f, typ, mop, pos, x.get("id"), 1, queue,
+                       x.get("partition"), x.get("offset"))  # fmt: skip
+            out.append(row)
 
     if f == TXN:
         for mop in v.get("mops") or ():
@@ -116,12 +137,16 @@ class SidecarWriter:
         self._ops: dict[str, list] = {f.name: [] for f in OPS_SCHEMA}
         self._msgs: dict[str, list] = {f.name: [] for f in MSGS_SCHEMA}
         self.n_ops = 0
+        self.columnar = True  # False: a NotColumnar op came; never sealed
 
     def add(self, op: dict[str, Any]) -> None:
         """One op's row and its messages' rows: all of them, or (if anything
         raises) none, so the columns never hold half an op."""
         nem = op["process"] == NEMESIS
-        rows = [] if nem else message_rows(op)
+        try:
+            rows = [] if nem else message_rows(op)
+        except NotColumnar:
+            self.columnar, rows = False, []
         o = self._ops
         for k, x in (
             ("index", op["index"]),
@@ -152,6 +177,8 @@ class SidecarWriter:
         self._flush()
         self._ops_w.close()
         self._msgs_w.close()
+        if not self.columnar:
+            return
         manifest = {"version": VERSION, "jsonl_bytes": jsonl_bytes, "ops": self.n_ops}
         self.paths["manifest"].write_text(json.dumps(manifest) + "\n")
 

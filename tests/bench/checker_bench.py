@@ -52,6 +52,8 @@ class HistoryGenerator:
     then a final drain and a sink read in chunks of 1000. Plants every
     delivery anomaly at a known rate."""
 
+    time_step_ns = 1000  # between consecutive ops
+
     def __init__(self, n_messages: int, seed: int = 7):
         self.n = n_messages
         self.rng = random.Random(seed)
@@ -63,7 +65,7 @@ class HistoryGenerator:
     def _line(self, process: int | str, typ: str, f: str, value: str) -> str:
         proc = f'"{process}"' if isinstance(process, str) else process
         line = (
-            f'{{"index":{self.index},"time":{self.index * 1000},"process":{proc},'
+            f'{{"index":{self.index},"time":{self.index * self.time_step_ns},"process":{proc},'
             f'"type":"{typ}","f":"{f}","value":{value}}}\n'
         )
         self.index += 1
