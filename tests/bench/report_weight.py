@@ -4,7 +4,7 @@
 
 Generates (once, cached) a run directory whose history holds the given
 number of messages spread over the given hours of run time, with a
-partition started and healed every 10 s, as a nightly run would have. Then
+partition of 5 s started every 10 s, as a nightly run would have. Then
 it checks the run (`queuecheck check`, on the columnar sidecar), builds the
 report (`queuecheck report`: plot data computed by Spark), and opens
 report.html in headless Chromium, printing each step's wall time, the
@@ -27,24 +27,28 @@ from harness.history import sidecar
 from tests.bench.checker_bench import HistoryGenerator, parse_size
 
 TARGET_BYTES = 5 * 2**20
-FAULT_EVERY_S = 10
+FAULT_EVERY_S, FAULT_LASTS_S = 10, 5
 
 
 class NightlyHistory(HistoryGenerator):
     """The benchmark's queue-shaped history, its ops spread over `hours`,
-    with a partition started and healed every FAULT_EVERY_S seconds."""
+    with a partition of FAULT_LASTS_S started every FAULT_EVERY_S seconds."""
 
     def __init__(self, n_messages: int, hours: float):
         super().__init__(n_messages)
         # about 1.2 ops per message (sends of 1-3, receives of 10, invokes)
         self.time_step_ns = int(hours * 3600e9 / (n_messages * 1.2))
         self.next_fault_ns = 0
+        self.heal_ns: int | None = None  # when the open partition heals
 
     def _between_ops(self, out: list[str], fh) -> None:
         now = self.index * self.time_step_ns
-        if now >= self.next_fault_ns:
-            out.append(self._line("nemesis", "info", "start-partition", '{"shape":"halves"}'))
+        if self.heal_ns is not None and now >= self.heal_ns:
             out.append(self._line("nemesis", "info", "stop-partition", '"network healed"'))
+            self.heal_ns = None
+        elif self.heal_ns is None and now >= self.next_fault_ns:
+            out.append(self._line("nemesis", "info", "start-partition", '{"shape":"halves"}'))
+            self.heal_ns = now + FAULT_LASTS_S * 10**9
             self.next_fault_ns = now + FAULT_EVERY_S * 10**9
         super()._between_ops(out, fh)
 
