@@ -130,7 +130,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not hp.is_file():
         raise FileNotFoundError(f"no history at {hp}")
     files = sidecar.build(hp)
-    if sidecar.usable(hp) is None:
+    if files is None:
         # valid, but a queue named by a non-string: Spark reads the JSONL
         _out().print(f"no sidecar: {hp} names a queue by something other than a string")
         return 0

@@ -286,5 +286,5 @@ def test_sidecar_rows_carry_process_place_and_queue_and_a_non_string_queue_leave
         w.append({"process": 4, "type": "invoke", "f": "send", "value": {"msgs": [{"id": 1}]}})
         w.append({"process": 4, "type": "ok", "f": "send", "value": numbered})
     assert sidecar.usable(odd) is None
-    sidecar.build(odd)
+    assert sidecar.build(odd) is None
     assert sidecar.usable(odd) is None

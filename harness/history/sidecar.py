@@ -141,12 +141,17 @@ class SidecarWriter:
 
     def add(self, op: dict[str, Any]) -> None:
         """One op's row and its messages' rows: all of them, or (if anything
-        raises) none, so the columns never hold half an op."""
+        raises) none, so the columns never hold half an op. Once an op
+        is NotColumnar the sidecar will never be sealed: nothing more is
+        kept."""
+        if not self.columnar:
+            return
         nem = op["process"] == NEMESIS
         try:
             rows = [] if nem else message_rows(op)
         except NotColumnar:
-            self.columnar, rows = False, []
+            self.columnar = False
+            return
         o = self._ops
         for k, x in (
             ("index", op["index"]),
@@ -183,9 +188,10 @@ class SidecarWriter:
         self.paths["manifest"].write_text(json.dumps(manifest) + "\n")
 
 
-def build(history: Path) -> dict[str, Path]:
+def build(history: Path) -> dict[str, Path] | None:
     """Builds the sidecar of an existing history (validating every line on
-    the way: a bad history raises HistoryError and leaves no manifest)."""
+    the way: a bad history raises HistoryError and leaves no manifest).
+    None when the history cannot be columnar (NotColumnar): left unsealed."""
     from .contract import read_history
 
     history = Path(history)
@@ -194,4 +200,4 @@ def build(history: Path) -> dict[str, Path]:
     for op in read_history(history):
         w.add(op)
     w.close(size)
-    return paths(history)
+    return w.paths if w.columnar else None
