@@ -1,5 +1,5 @@
 """`queuecheck test --system kafka` for real: a 3-node KRaft cluster,
-kafka-python producers and group consumers, faults, the drain, the Spark
+producers and group consumers (kafka-python, and confluent-kafka), faults, the drain, the Spark
 checker; acks=all holding up, acks=1 judged honestly, transactions."""
 
 import json
@@ -43,12 +43,15 @@ def completions(ops, f, typ):
     return [op for op in ops if op["f"] == f and op["type"] == typ and op["process"] != "nemesis"]
 
 
-def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path):
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path, client):
+    """The same workload, seed and faults on each client engine: both write
+    the same kind of history, and both are judged to hold."""
     run_dir, doc = run(
         state,
         tmp_path,
-        {"acks": "all", "idempotence": True},
-        time_limit=30,
+        {"acks": "all", "idempotence": True, "client": client},
+        time_limit=20,
         nemesis=["partition", "kill"],
         nemesis_interval=4,
         seed=11,
@@ -56,7 +59,11 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
     assert {"start-partition", "start-kill"} <= fault_kinds(ops)
     test = json.loads((run_dir / "test.json").read_text())
-    assert test["name"] == "kafka-acks-all"
+    assert (
+        test["name"]
+        == {"kafka-python": "kafka-acks-all", "confluent": "kafka-acks-all-confluent"}[client]
+    )
+    assert test["config"]["client"] == client
     assert test["claims"] == ["at-least-once", "per-partition-order"]
     oks = completions(ops, "send", "ok")
     assert oks and all(
@@ -72,7 +79,7 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
     stats = json.loads((run_dir / "stats.json").read_text())
     assert stats["acknowledged-per-second"] > 0
-    print(f"\nacks=all: {stats['acknowledged-per-second']} acknowledged msgs/s; {counts}")
+    print(f"\nacks=all, {client}: {stats['acknowledged-per-second']} acked msgs/s; {counts}")
     print("properties:", json.dumps(doc["properties"]))
 
 

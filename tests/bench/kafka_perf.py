@@ -1,12 +1,14 @@
 """How fast queuecheck drives Kafka, next to Kafka's own producer perf tool.
 
-One cluster, one sitting: a queuecheck run (acks=all, no faults, not
-checked) records its acknowledged messages per second; then, before the
-teardown, Kafka's `ProducerPerformance` (java -cp '<libs>/*', on a node
-over SSH) writes to a topic with the same settings. Prints both figures
-and their ratio.
+For each client engine (`--client`, both by default), one after the other
+in this one process: a queuecheck run (acks=all, no faults, not checked)
+records its acknowledged messages per second; then, on the same cluster
+before the teardown, Kafka's `ProducerPerformance` (java -cp '<libs>/*', on
+a node over SSH) writes to a topic with the same settings. Prints each
+engine's figure next to the perf tool's, and their ratio.
 
     python -m tests.bench.kafka_perf --time 30
+    python -m tests.bench.kafka_perf --time 30 --client confluent
     python -m tests.bench.kafka_perf --time 30 --records 200000 --record-size 100 \\
         --subnet 10.77.5.0/24 --bridge qckbr5 --prefix qcz- --state /tmp/perf-state
 """
@@ -21,6 +23,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.table import Table
 
 from harness.nodes import NodeOptions
 from harness.nodes.remote import Remote
@@ -28,6 +31,7 @@ from harness.options import add_arguments, given
 from harness.runner import Run, RunOptions
 from harness.store import StoreOptions
 from workloads.kafka.admin import create_topic
+from workloads.kafka.client import CLIENTS
 from workloads.system import System
 
 SENT = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg")
@@ -94,12 +98,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producers", type=int)
     ap.add_argument("--send-batch", type=int, default=100, help="messages per send op")
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument(
+        "--client",
+        action="append",
+        choices=CLIENTS,
+        help=f"client engine, repeatable (default: {', '.join(CLIENTS)})",
+    )
     add_arguments(ap, StoreOptions)
     ap.add_argument("--base", help="brokers' data directory (default /var/lib/queuecheck)")
     ap.add_argument("--heap", help="broker heap (default 512m)")
     add_arguments(ap, NodeOptions)
     args = ap.parse_args(argv)
+    console = Console()
+    rows = [measure(args, client, console) for client in args.client or CLIENTS]
+    table = Table(title="acknowledged msgs/s: queuecheck next to Kafka's ProducerPerformance")
+    for col in (
+        "client",
+        "queuecheck acked/s",
+        "harness CPU cores",
+        "perf tool records/s",
+        "ratio",
+    ):
+        table.add_column(col, justify="left" if col == "client" else "right")
+    for r in rows:
+        perf = (r["perf-tool"] or {}).get("records-per-second")
+        table.add_row(
+            r["client"],
+            f"{r['queuecheck-acked-per-second']:,.0f}",
+            str(r["queuecheck-harness-cpu-cores"]),
+            f"{perf:,.0f}" if perf else "-",
+            f"{r['ratio']:.3f}" if r["ratio"] is not None else "-",
+        )
+    console.print(table)
+    return 0 if all(r["ratio"] is not None for r in rows) else 1
+
+
+def measure(args: argparse.Namespace, client: str, console: Console) -> dict:
+    """One run on `client`, then the perf tool on its cluster."""
     system_options = {
+        "client": client,
         "acks": "all",
         "partitions": args.partitions,
         "send_batch": args.send_batch,
@@ -109,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     opts = RunOptions(
         system="kafka",
-        name="kafka-perf",
+        name=f"kafka-perf-{client}",
         **given(args, NodeOptions),
         **given(args, StoreOptions),
         time_limit=args.time,
@@ -119,12 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         system_options=system_options,
         check=False,
     )
-    console = Console()
     run = PerfRun(opts, args.records, args.record_size, console)
     run_dir, _ = run.execute()
     ours = run.stats.get("acknowledged-per-second", 0.0)
     theirs = (run.perf or {}).get("records-per-second")
     out = {
+        "client": client,
         "run": str(run_dir),
         "queuecheck-acked-per-second": ours,
         "queuecheck-harness-cpu-cores": run.stats.get("harness-cpu-cores"),
@@ -132,12 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": round(ours / theirs, 4) if theirs else None,
     }
     console.print(json.dumps(out, indent=2))
-    if theirs:
-        console.print(
-            f"queuecheck {ours:,.0f} acked msgs/s; Kafka ProducerPerformance "
-            f"{theirs:,.0f} records/s; ratio {ours / theirs:.3f}"
-        )
-    return 0 if theirs else 1
+    return out
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ from ..client import Op, complete, describe, process_delivery
 log = logging.getLogger(__name__)
 
 ACKS = ("0", "1", "all")
+CLIENTS = ("kafka-python", "confluent")  # the engines: pure Python, librdkafka
 CONSUMER_MODES = ("subscribe", "assign")
 PAD = b"."  # value bytes: the id in ASCII digits, padded to value_size
 DRAIN_CHUNK = 1000
@@ -90,6 +91,11 @@ def rejected(e: BaseException) -> bool:
 @dataclass
 class KafkaQueueOptions:
     topic: str = "queuecheck"
+    client: str = option(
+        "kafka-python",
+        "Kafka client engine: kafka-python, or confluent (confluent-kafka, librdkafka)",
+        choices=CLIENTS,
+    )
     partitions: int = option(3, "topic partitions")
     acks: str = option("all", "producer acks", choices=ACKS)
     # it needs acks=all
@@ -119,6 +125,8 @@ class KafkaQueueOptions:
     def __post_init__(self) -> None:
         self.acks = str(self.acks)
         check_choices(self)
+        if self.txn and self.client != "kafka-python":
+            raise ValueError("--txn: transactions run on --client kafka-python only")
         if self.txn and self.idempotence is False:
             raise ValueError("--txn: transactions need the idempotent producer")
         if self.idempotence is None:
@@ -185,17 +193,17 @@ class KafkaQueueOptions:
         return (key.encode() if key is not None else None), value
 
 
-def msg_of(record, topic: str) -> dict:
-    """A consumer record as a history message."""
-    msg = {
-        "id": int(record.value.rstrip(PAD)),
-        "queue": topic,
-        "partition": record.partition,
-        "offset": record.offset,
-    }
-    if record.key is not None:
-        msg["key"] = record.key.decode(errors="replace")
+def history_msg(value: bytes, key: bytes | None, topic: str, partition: int, offset: int) -> dict:
+    """A consumed record as a history message (either engine)."""
+    msg = {"id": int(value.rstrip(PAD)), "queue": topic, "partition": partition, "offset": offset}
+    if key is not None:
+        msg["key"] = key.decode(errors="replace")
     return msg
+
+
+def msg_of(record, topic: str) -> dict:
+    """A kafka-python consumer record as a history message."""
+    return history_msg(record.value, record.key, topic, record.partition, record.offset)
 
 
 def _in_background(what: str, fn: Callable[[], Any]) -> None:
@@ -222,6 +230,25 @@ def close_producer(producer: KafkaProducer, timeout: float) -> None:
             sender.force_close()
 
 
+def bounded(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseException | None]:
+    """Runs `fn` on a helper thread for at most `timeout` s: (finished, its error)."""
+    box: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            fn()
+            box["error"] = None
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="kafka-bounded", daemon=True)
+    t.start()
+    t.join(max(0.0, timeout))
+    if t.is_alive():
+        return False, None
+    return True, box["error"]
+
+
 class ConnectFailed(RuntimeError):
     """The client could not be made: nothing reached the broker."""
 
@@ -234,9 +261,16 @@ class ProducerPool:
     client to let go closes it (an aborting client lets go without waiting).
     """
 
-    def __init__(self, make: Callable[[str], KafkaProducer], linger: float = 10.0):
-        """`linger`: seconds a closing producer waits for its pending batches."""
+    def __init__(
+        self,
+        make: Callable[[str], Any],
+        linger: float = 10.0,
+        close: Callable[[Any, float], None] = close_producer,
+    ):
+        """`linger`: seconds a closing producer waits for its pending batches;
+        `close(producer, linger)` closes one (the engine's way)."""
         self.make = make
+        self.close = close
         self.linger = linger
         self._lock = threading.Lock()
         self._node_locks: dict[str, threading.Lock] = {}
@@ -269,7 +303,7 @@ class ProducerPool:
             if close:
                 self._refs.pop(id(producer), None)
         if close:
-            _in_background(f"producer-{node}", lambda: close_producer(producer, self.linger))
+            _in_background(f"producer-{node}", lambda: self.close(producer, self.linger))
 
 
 class Shares:
@@ -386,9 +420,9 @@ class KafkaQueueClient:
         for msg in msgs:
             key, payload = self.opts.payload(msg)
             try:
-                futures.append(producer.send(topic, value=payload, key=key))
+                futures.append(self._enqueue(producer, topic, key, payload))
             except Exception as e:  # noqa: BLE001 - raised before the record was queued
-                if isinstance(e, Errors.IllegalStateError):  # closed under us
+                if self._closed_under_us(e):
                     self._drop_producer(broken=True)
                 if not futures:
                     return complete(op, "fail", value, f"not queued: {describe(e)}")
@@ -405,9 +439,24 @@ class KafkaQueueClient:
             ]
             return complete(op, "ok", {**value, "msgs": out})
         first = describe(errors[0])
-        if len(errors) == len(results) and all(rejected(e) for e in errors):
+        if len(errors) == len(results) and all(self._rejected(e) for e in errors):
             return complete(op, "fail", value, f"rejected by the broker: {first}")
         return complete(op, "info", value, first)
+
+    # The engine's part of a send (ConfluentQueueClient overrides these).
+    @staticmethod
+    def _enqueue(producer, topic: str, key: bytes | None, payload: bytes):
+        """Queues one record; a future whose get(timeout) returns the record's
+        metadata (.partition, .offset) or raises what it ended with."""
+        return producer.send(topic, value=payload, key=key)
+
+    @staticmethod
+    def _closed_under_us(e: BaseException) -> bool:
+        return isinstance(e, Errors.IllegalStateError)
+
+    @staticmethod
+    def _rejected(e: BaseException) -> bool:
+        return rejected(e)
 
     @staticmethod
     def _await(futures: list, end: float) -> list:
@@ -430,21 +479,51 @@ class KafkaQueueClient:
         if self._consumer is not None:
             return self._consumer
         o = self.opts
-        cfg = o.consumer_config(self.bootstrap, self.deadline, group=True)
-        cfg["client_id"] = f"queuecheck-{self.node}-c{next(self._consumer_ids)}"
         try:
-            c = KafkaConsumer(**cfg)
+            c = self._new_consumer(f"queuecheck-{self.node}-c{next(self._consumer_ids)}")
         except Exception as e:  # noqa: BLE001 - bootstrap failed: nothing read
             raise ConnectFailed(f"{self.node}: cannot make a consumer: {describe(e)}") from None
         if o.consumer_mode == "subscribe":
-            c.subscribe([o.topic], listener=_Listener(self._events))
+            self._subscribe(c)
         else:
             self._share = k = self.shares.acquire()
             mine = [p for p in range(o.partitions) if p % self.shares.n == k]
-            c.assign([TopicPartition(o.topic, p) for p in mine])
+            self._assign(c, mine)
             self._events.append(("assign", mine))
         self._consumer = c
         return c
+
+    # The engine's part of a receive (ConfluentQueueClient overrides these).
+    def _new_consumer(self, client_id: str) -> KafkaConsumer:
+        """A group member (not yet subscribed), auto-commit off."""
+        cfg = self.opts.consumer_config(self.bootstrap, self.deadline, group=True)
+        return KafkaConsumer(**{**cfg, "client_id": client_id})
+
+    def _subscribe(self, c: KafkaConsumer) -> None:
+        c.subscribe([self.opts.topic], listener=_Listener(self._events))
+
+    def _assign(self, c: KafkaConsumer, partitions: list[int]) -> None:
+        c.assign([TopicPartition(self.opts.topic, p) for p in partitions])
+
+    def _poll(self, c: KafkaConsumer) -> tuple[list[dict], Any]:
+        """One poll: its records as history messages, in delivery order, and
+        the offsets that commit them (None when nothing came)."""
+        batches = c.poll(timeout_ms=int(self.opts.poll * 1000))
+        msgs: list[dict] = []
+        commit: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, records in batches.items():
+            msgs.extend(msg_of(r, tp.topic) for r in records)
+            if records:
+                commit[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
+        return msgs, commit or None
+
+    def _commit(self, c: KafkaConsumer, offsets: Any) -> None:
+        """Commits synchronously within half the op deadline; raises if not committed."""
+        c.commit(offsets, timeout_ms=int(self.deadline * 500))
+
+    @staticmethod
+    def _close_consumer(c: KafkaConsumer) -> None:
+        c.close(autocommit=False, timeout_ms=2000)
 
     def _flush_events(self) -> None:
         """Writes the rebalances seen so far as ops of this process."""
@@ -469,15 +548,8 @@ class KafkaQueueClient:
             c = self._consumer_open()
         except ConnectFailed as e:
             return complete(op, "fail", None, str(e))
-        batches = c.poll(timeout_ms=int(self.opts.poll * 1000))
+        msgs, self._to_commit = self._poll(c)
         self._flush_events()  # a rebalance during this poll: before its records
-        msgs: list[dict] = []
-        commit: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, records in batches.items():
-            msgs.extend(msg_of(r, tp.topic) for r in records)
-            if records:
-                commit[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
-        self._to_commit = commit or None
         return complete(op, "ok", {"msgs": msgs})
 
     def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
@@ -492,7 +564,7 @@ class KafkaQueueClient:
             if not offsets or completion["f"] != "receive" or self._consumer is None:
                 return
             try:
-                self._consumer.commit(offsets, timeout_ms=int(self.deadline * 500))
+                self._commit(self._consumer, offsets)
             except Exception as e:  # noqa: BLE001 - any commit failure: not committed
                 log.info("%s: commit failed, dropping the consumer: %s", self.node, describe(e))
                 self._drop_consumer()
@@ -550,9 +622,7 @@ class KafkaQueueClient:
         self._to_commit = None
         self._release_share()
         if c is not None:
-            _in_background(
-                f"consumer-{self.node}", lambda: c.close(autocommit=False, timeout_ms=2000)
-            )
+            _in_background(f"consumer-{self.node}", lambda: self._close_consumer(c))
 
     # -- drain ------------------------------------------------------------
     def open(self) -> None:
@@ -617,12 +687,16 @@ class KafkaQueueClient:
                 return complete(
                     op, "info", None, f"no progress toward the end offsets {self._where()}"
                 )
-            batches = reader.poll(timeout_ms=200, max_records=DRAIN_CHUNK - len(msgs))
-            for tp, records in batches.items():
-                msgs.extend(msg_of(r, tp.topic) for r in records)
+            msgs.extend(self._read(reader, DRAIN_CHUNK - len(msgs)))
         if not msgs and self._unsettled:
             return complete(op, "info", None, self._unsettled)
         return complete(op, "ok", {"msgs": msgs})
+
+    @staticmethod
+    def _read(reader: KafkaConsumer, most: int) -> list[dict]:
+        """Up to `most` records the drain reader has next, waiting 0.2 s at most."""
+        batches = reader.poll(timeout_ms=200, max_records=most)
+        return [msg_of(r, tp.topic) for tp, records in batches.items() for r in records]
 
     def _drained(self, reader: KafkaConsumer) -> bool:
         return all(reader.position(tp, timeout_ms=2000) >= end for tp, end in self._ends.items())
@@ -646,7 +720,7 @@ class KafkaQueueClient:
         self._crash()
         reader, self._reader = self._reader, None
         if reader is not None:
-            _in_background("drain", lambda: reader.close(autocommit=False, timeout_ms=1000))
+            _in_background("drain", lambda: self._close_consumer(reader))
 
     def _release_share(self) -> None:
         k, self._share = self._share, None
@@ -662,6 +736,6 @@ class KafkaQueueClient:
         for x in (c, reader):
             if x is not None:
                 try:
-                    x.close(autocommit=False, timeout_ms=2000)
+                    self._close_consumer(x)
                 except Exception:  # noqa: BLE001 - closing a broken client may raise anything
                     pass

@@ -22,6 +22,7 @@ from ..system import ENQUEUE_THEN_DRAIN, Finding, Preset, RunContext, System
 from . import claims
 from .admin import create_topic, leaderless, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
+from .confluent import ConfluentQueueClient, PolledProducer, close_polled, producer_config
 from .db import Kafka, KafkaOptions
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
@@ -194,12 +195,19 @@ class KafkaSystem(System):
             # fetch waits for pending transactional commits (require_stable).
             q_opts["read_committed"] = True
         self.options = KafkaQueueOptions(**q_opts)
+        if ctx.sink == TXN_SINK and self.options.client != "kafka-python":
+            raise ValueError(f"--sink {TXN_SINK}: transactions run on --client kafka-python only")
         self.queue = self.options.topic
         self.output = f"{self.queue}-effects"  # the kafka-txn sink's topic
         self.send_batch = self.options.send_batch
         self.txn = self.options.txn
         self._by_name = {n.name: n for n in ctx.nodes}
-        self._pool = ProducerPool(self._make_producer, linger=ctx.op_timeout)
+        if self.options.client == "confluent":
+            self._pool = ProducerPool(
+                self._make_polled_producer, linger=ctx.op_timeout, close=close_polled
+            )
+        else:
+            self._pool = ProducerPool(self._make_producer, linger=ctx.op_timeout)
         self._shares = Shares(ctx.consumers)  # assign mode: partitions split among consumers
         self._history = None  # the writer, once the run opened it
 
@@ -227,9 +235,12 @@ class KafkaSystem(System):
 
     @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
-        """kafka-acks-all, kafka-acks-all-txn ..."""
+        """kafka-acks-all, kafka-acks-all-txn, kafka-acks-1-confluent ..."""
         txn = ["txn"] if options.get("txn") else []
-        return "-".join(["kafka", f"acks-{options.get('acks', 'all')}", *txn])
+        client = (
+            [options["client"]] if options.get("client", "kafka-python") != "kafka-python" else []
+        )
+        return "-".join(["kafka", f"acks-{options.get('acks', 'all')}", *txn, *client])
 
     def config(self) -> dict[str, Any]:
         q, d = self.options, self.db.opts
@@ -238,6 +249,7 @@ class KafkaSystem(System):
         return {
             **self.sink_config(),
             "topic": q.topic,
+            "client": q.client,
             "partitions": q.partitions,
             "acks": q.acks,
             "idempotence": q.idempotence,
@@ -276,6 +288,12 @@ class KafkaSystem(System):
             ),
         )
 
+    def _make_polled_producer(self, name: str) -> PolledProducer:
+        cfg = producer_config(
+            self.options, self.bootstrap(self._by_name[name]), self.ctx.op_timeout
+        )
+        return PolledProducer({**cfg, "client.id": f"queuecheck-{name}"})
+
     def _record(self, op: dict) -> None:
         if self._history is not None:
             self._history.append(op)
@@ -292,7 +310,8 @@ class KafkaSystem(System):
         }
         if self.options.txn:
             return KafkaTxnClient(node.name, self.bootstrap(node), self.options, **kw)
-        return KafkaQueueClient(node.name, self.bootstrap(node), self.options, self._pool, **kw)
+        engine = ConfluentQueueClient if self.options.client == "confluent" else KafkaQueueClient
+        return engine(node.name, self.bootstrap(node), self.options, self._pool, **kw)
 
     def prepare(self) -> None:
         create_topic(self.db, self.queue, self.options.partitions)

@@ -20,10 +20,8 @@ Receives and drains are the queue client's, reading committed data only
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaProducer
@@ -34,6 +32,7 @@ from .client import (
     KafkaQueueClient,
     KafkaQueueOptions,
     _in_background,
+    bounded,
     close_producer,
 )
 
@@ -64,25 +63,6 @@ def transactional_config(
         retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
     )
     return cfg
-
-
-def bounded(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseException | None]:
-    """Runs `fn` on a helper thread for at most `timeout` s: (finished, its error)."""
-    box: dict[str, BaseException | None] = {}
-
-    def run() -> None:
-        try:
-            fn()
-            box["error"] = None
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
-            box["error"] = e
-
-    t = threading.Thread(target=run, name="kafka-txn-end", daemon=True)
-    t.start()
-    t.join(max(0.0, timeout))
-    if t.is_alive():
-        return False, None
-    return True, box["error"]
 
 
 class KafkaTxnClient(KafkaQueueClient):

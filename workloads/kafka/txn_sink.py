@@ -34,9 +34,10 @@ from .client import (
     KafkaQueueOptions,
     Shares,
     _in_background,
+    bounded,
     close_producer,
 )
-from .txn import bounded, transactional_config
+from .txn import transactional_config
 
 log = logging.getLogger(__name__)
 
