@@ -1,9 +1,12 @@
-"""When faults happen: every `interval` seconds a fault starts and one
-interval later it stops. Faults come in random order, each asked-for kind
-once per round, so a short run still sees every kind. With `overlap` (as
-Jepsen's combined packages) each kind keeps its own rhythm instead, started
-a fraction of an interval after the previous kind, so a partition can be in
-place while a broker is killed or paused. At the end every fault still
+"""When faults happen: every `interval` seconds a fault starts, and one
+interval after it took effect it stops (a partition whose start took 8 s of
+SSH round trips under load still holds a whole interval: the faults that
+lose data need the brokers to notice them, e.g. RabbitMQ's net_ticktime).
+Faults come in random order, each asked-for kind once per round, so a
+short run still sees every kind. With `overlap` (as Jepsen's combined
+packages) each kind keeps its own rhythm instead, started a fraction of an
+interval after the previous kind, so a partition can be in place while a
+broker is killed or paused. At the end every fault still
 active is stopped (the final heal), each start and stop recorded as nemesis
 ops: an info before (what is about to happen) and an info after (what
 happened, or the error)."""
@@ -79,9 +82,10 @@ class Schedule:
             yield from self.rng.sample(self.faults, len(self.faults))
 
     def _wait_after(self, began: float) -> bool:
-        """Waits out the interval since an action `began`: the time the action
-        took (an SSH round trip, a lock held by an upgrade step) is taken off,
-        so the faults keep their rhythm and a short run still sees every kind;
+        """Waits out the gap after an action that `began` then: the time the
+        action took (an SSH round trip, a lock held by an upgrade step) is
+        taken off, so the faults keep their rhythm and a short run still sees
+        every kind;
         but never less than half an interval, so a fault never lands on the
         heels of a slow one. True when the schedule was stopped meanwhile."""
         took = time.monotonic() - began
@@ -99,8 +103,10 @@ class Schedule:
                 self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
                 if not fault.instant:
                     self.active_names.add(fault.name)
-            if fault.instant or self._wait_after(began):
+            if fault.instant:
                 continue
+            if self.stop_event.wait(self.interval):  # held a whole interval once in effect
+                return
             began = time.monotonic()
             with self.lock:
                 self._stop(fault)
@@ -120,14 +126,18 @@ class Schedule:
                 self.record(f"start-{fault.name}", functools.partial(fault.start, rng))
                 if not fault.instant:
                     self.active_names.add(fault.name)
-            if self._wait_after(began):
-                return
-            began = time.monotonic()
             if not fault.instant:
+                if self.stop_event.wait(self.interval):  # held a whole interval once in effect
+                    return
+                began = time.monotonic()
                 with self.lock:
                     self._stop(fault)
-                if self._wait_after(began):
-                    return
+            elif self._wait_after(began):  # nothing to stop: the same two-interval rhythm
+                return
+            else:
+                began = time.monotonic()
+            if self._wait_after(began):
+                return
 
     def _stop(self, fault: Nemesis) -> None:
         if fault.active():

@@ -103,6 +103,16 @@ def test_slow_actions_do_not_push_the_faults_out_of_a_short_run(tmp_path):
     assert started == {"start-partition", "start-kill", "start-pause"}
 
 
+def test_a_slow_start_still_holds_the_fault_a_whole_interval(tmp_path):
+    """The start takes 60% of the interval; the fault is in place only once it
+    returns, and from then on it holds a whole interval before its stop is
+    invoked (the time taken comes off the gap before the next start instead)."""
+    ops, _ = run_schedule(tmp_path, [SlowFault("partition")], 0.3, interval=0.1)
+    in_effect = next(op for op in ops if op["f"] == "start-partition" and op["value"])
+    stopping = next(op for op in ops if op["f"] == "stop-partition" and op["value"] is None)
+    assert (stopping["time"] - in_effect["time"]) / 1e9 >= 0.095
+
+
 def test_overlapping_kinds_are_active_together_and_the_heal_ends_them_all(tmp_path):
     faults = [Fault("partition"), Fault("kill"), Fault("pause")]
     path = tmp_path / "history.jsonl"
