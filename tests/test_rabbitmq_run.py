@@ -87,6 +87,39 @@ def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pau
     assert json.loads((run_dir / "stats.json").read_text())["acknowledged-per-second"] > 0
 
 
+def test_a_stream_under_partitions_and_kills_loses_nothing_and_keeps_its_order(state, tmp_path):
+    """`--queue-type stream`: rstream producers (deduplicating: a stable name,
+    the ids as publishing ids, unconfirmed batches published again) and
+    readers with stored offsets; judged as a log (the offset checks) too."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        time_limit=25,
+        nemesis=["partition", "kill"],
+        nemesis_interval=5,
+        seed=3,
+        system_options={"queue_type": "stream", "net_ticktime": 5},
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
+    assert {"start-partition", "start-kill"} <= fault_kinds(ops)
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["name"] == "rabbitmq-stream"
+    assert test["claims"] == ["at-least-once", "per-partition-order"]
+    assert test["config"]["stream_dedupe"] is True
+    reads = [
+        m for op in ops if op["f"] == "receive" and op["type"] == "ok" for m in op["value"]["msgs"]
+    ]
+    assert reads and all(m["partition"] == 0 and isinstance(m["offset"], int) for m in reads)
+    assert any(op["f"] == "subscribe" and op["type"] == "ok" for op in ops)  # reads restart there
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 1000
+    assert counts["lost"] == 0 and counts["duplicate"] == 0  # no message stored twice
+    assert doc["history"]["final-read-complete"] is True
+    for prop in ("at-least-once", "per-partition-order"):
+        assert doc["properties"][prop]["valid"] is True, doc["properties"][prop]
+    assert doc["valid"] is True
+
+
 def test_auto_ack_consumers_crashing_with_messages_in_hand_lose_them_and_it_is_reported(
     state, tmp_path
 ):

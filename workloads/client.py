@@ -51,6 +51,15 @@ class Client(Protocol):
         """A clean close; never raises."""
 
 
+def dispatch(client: Any, op: Op, what: str) -> Op:
+    """The queue workloads' ops (send, receive, drain), each to the client's
+    method of that name (`_send` ...); `what` names the client in the error."""
+    f = op["f"]
+    if f in ("send", "receive", "drain"):
+        return getattr(client, f"_{f}")(op)
+    raise ValueError(f"{what}: unknown f {f!r}")
+
+
 def complete(op: Op, typ: str, value: Any = None, error: str | None = None) -> Op:
     """The completion of `op`: same f and process, the given type and value."""
     out: Op = {"process": op["process"], "type": typ, "f": op["f"], "value": value}

@@ -97,6 +97,7 @@ class System:
 
     def __init__(self, ctx: RunContext, options: dict[str, Any]):
         self.ctx = ctx
+        self._history: HistoryWriter | None = None  # once the run opened it
 
     # -- options ----------------------------------------------------------
     @classmethod
@@ -204,7 +205,13 @@ class System:
 
     def attach(self, history: HistoryWriter) -> None:
         """Given the history once it is open: for clients that record ops of
-        their own process besides their completions (Kafka's rebalances)."""
+        their own process besides their completions (Kafka's rebalances, a
+        stream reader's subscriptions), through `record_op`."""
+        self._history = history
+
+    def record_op(self, op: dict[str, Any]) -> None:
+        if self._history is not None:
+            self._history.append(op)
 
     def rolls_upgrade(self) -> bool:
         """Whether the run rolls its nodes to a new version during the main

@@ -51,7 +51,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from harness.options import check_choices, option
 
-from ..client import Op, complete, describe, process_delivery
+from ..client import Op, complete, describe, dispatch, process_delivery
 
 log = logging.getLogger(__name__)
 
@@ -387,14 +387,7 @@ class KafkaQueueClient:
     # -- operations -------------------------------------------------------
     def invoke(self, op: Op) -> Op:
         self.process = op["process"]
-        f = op["f"]
-        if f == "send":
-            return self._send(op)
-        if f == "receive":
-            return self._receive(op)
-        if f == "drain":
-            return self._drain(op)
-        raise ValueError(f"kafka queue client: unknown f {f!r}")
+        return dispatch(self, op, "kafka queue client")
 
     # -- send -------------------------------------------------------------
     def _producer_open(self) -> KafkaProducer:

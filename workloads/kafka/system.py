@@ -209,7 +209,6 @@ class KafkaSystem(System):
         else:
             self._pool = ProducerPool(self._make_producer, linger=ctx.op_timeout)
         self._shares = Shares(ctx.consumers)  # assign mode: partitions split among consumers
-        self._history = None  # the writer, once the run opened it
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> Kafka:
@@ -294,17 +293,10 @@ class KafkaSystem(System):
         )
         return PolledProducer({**cfg, "client.id": f"queuecheck-{name}"})
 
-    def _record(self, op: dict) -> None:
-        if self._history is not None:
-            self._history.append(op)
-
-    def attach(self, history) -> None:
-        self._history = history
-
     def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
         kw = {
             "deadline": self.ctx.op_timeout,
-            "record": self._record,
+            "record": self.record_op,
             "shares": self._shares,
             "sink": sink,
         }

@@ -8,11 +8,26 @@ from ..claims import Row
 
 CLAIMS: list[Row] = [
     (
-        lambda c: c["confirms"] and c["ack"] == "manual",
+        lambda c: c.get("queue_type") != "stream" and c["confirms"] and c["ack"] == "manual",
         ("at-least-once",),
         "RabbitMQ 'Consumer Acknowledgements and Publisher Confirms': a confirmed "
         "persistent message on a durable queue is the broker's responsibility; an "
         "unacked delivery is requeued when its consumer goes away",
+    ),
+    (
+        lambda c: c.get("queue_type") == "stream",
+        ("at-least-once", "per-partition-order"),
+        "RabbitMQ 'Streams': a stream is a replicated append-only log; a published message "
+        "is confirmed once a quorum of the stream's members has written it, keeps its place "
+        "(offset) in the log, and a consumer reads the log in offset order from where it "
+        "attaches, so a reader that stores its offset after processing misses nothing",
+    ),
+    (
+        lambda c: c.get("queue_type") == "stream",
+        (),
+        "no at-most-once claim: every reader of a stream reads every message (a log, not a "
+        "queue), and a reader that restarts from its stored offset reads again what it "
+        "read after storing it",
     ),
     (
         lambda c: c["ack"] == "auto",

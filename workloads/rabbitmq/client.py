@@ -30,10 +30,10 @@ import pika.exceptions as pe
 
 from harness.options import check_choices, option
 
-from ..client import Op, complete, describe, process_delivery
+from ..client import Op, complete, describe, dispatch, process_delivery
 from ..sinks import Sink
 
-QUEUE_TYPES = ("quorum", "classic", "mirrored")
+QUEUE_TYPES = ("quorum", "classic", "mirrored", "stream")
 ACK_MODES = ("manual", "auto")
 PORT = 5672
 
@@ -42,7 +42,15 @@ PORT = 5672
 class RabbitQueueOptions:
     queue: str = "qc-jobs"
     queue_type: str = option(
-        "quorum", "quorum, classic, or mirrored (classic + an ha-mode policy)", choices=QUEUE_TYPES
+        "quorum",
+        "quorum, classic, mirrored (classic + an ha-mode policy), or stream (a replicated log, "
+        "read over the stream protocol)",
+        choices=QUEUE_TYPES,
+    )
+    stream_dedupe: bool = option(
+        True,
+        "stream producers publish under a stable name with publishing ids, and publish again "
+        "what was not confirmed (the broker drops what it has)",
     )
     confirms: bool = option(True, "publisher confirms")
     ack: str = option(
@@ -61,7 +69,8 @@ class RabbitQueueOptions:
 
     def arguments(self) -> dict[str, Any]:
         # Mirroring is a policy on a classic queue (set by the runner), not an argument.
-        return {"x-queue-type": "quorum" if self.queue_type == "quorum" else "classic"}
+        kind = self.queue_type if self.queue_type in ("quorum", "stream") else "classic"
+        return {"x-queue-type": kind}
 
     def parameters(self, host: str, deadline: float, port: int = PORT) -> pika.ConnectionParameters:
         return pika.ConnectionParameters(
@@ -135,13 +144,7 @@ class RabbitQueueClient:
             self.open()
         except ConnectFailed as e:
             return complete(op, "fail", op["value"] if f == "send" else None, str(e))
-        if f == "send":
-            return self._send(op)
-        if f == "receive":
-            return self._receive(op)
-        if f == "drain":
-            return self._drain(op)
-        raise ValueError(f"rabbitmq queue client: unknown f {f!r}")
+        return dispatch(self, op, "rabbitmq queue client")
 
     def _send(self, op: Op) -> Op:
         value = op["value"]

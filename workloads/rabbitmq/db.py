@@ -43,6 +43,7 @@ class RabbitMQOptions:
     password: str = "queuecheck"
     base: str = "/var/lib/queuecheck"
     ready_timeout: float = 120.0
+    streams: bool = False  # the stream protocol plugin (port 5552), for --queue-type stream
 
     rabbitmq_home: str | None = option(
         None,
@@ -179,6 +180,16 @@ class RabbitMQ(QueueLeaders, PidfileProcess):
                     "listeners.tcp.default = 5672",
                     f"cluster_partition_handling = {self.opts.partition_handling}",
                     "log.file.level = info",
+                    # stream clients connect to the node a stream's leader or
+                    # replica is on, by the host the node advertises
+                    *(
+                        [
+                            "stream.listeners.tcp.default = 5552",
+                            f"stream.advertised_host = {node.spec.host}",
+                        ]
+                        if self.opts.streams
+                        else []
+                    ),
                     "",
                 ]
             ),
@@ -187,7 +198,9 @@ class RabbitMQ(QueueLeaders, PidfileProcess):
             f"{d}/etc/advanced.config",
             f"[{{kernel, [{{net_ticktime, {self.opts.net_ticktime}}}]}}].\n",
         )
-        node.write(f"{d}/etc/enabled_plugins", "[].\n")
+        node.write(
+            f"{d}/etc/enabled_plugins", "[rabbitmq_stream].\n" if self.opts.streams else "[].\n"
+        )
 
     def start(self, node: Remote) -> None:
         """Starts the node in the background; its pid lands in the pidfile."""

@@ -19,6 +19,7 @@ from . import claims
 from .client import PORT, RabbitQueueClient, RabbitQueueOptions
 from .db import RabbitMQ, RabbitMQOptions
 from .existing import BROKER_OPTIONS, ExistingRabbitMQ
+from .stream import STREAM_PORT, StreamClient
 
 
 class RabbitMQSystem(System):
@@ -147,15 +148,28 @@ class RabbitMQSystem(System):
         if ctx.existing:
             self._existing(ctx, db_opts, q_opts)
         else:
+            # the stream protocol plugin, only when a stream is tested
+            db_opts.setdefault("streams", q_opts.get("queue_type") == "stream")
             self.db = RabbitMQ(ctx.nodes, RabbitMQOptions(**db_opts))
             self.options = RabbitQueueOptions(
                 user=self.db.opts.user, password=self.db.opts.password, **q_opts
             )
         self.queue = self.options.queue
+        self.stream = self.options.queue_type == "stream"
+        if self.stream:
+            if ctx.sink:
+                raise OptionError(
+                    "--queue-type stream: no --sink (every stream reader reads every message; "
+                    "there is no one consumer whose effect would count)"
+                )
+            self.send_batch = 10  # a batch per send op, confirmed message by message
+            self.drain_all_nodes = False  # one reader sees the whole stream
 
     def _existing(self, ctx: RunContext, db_opts: dict, q_opts: dict) -> None:
         """Their users, their settings; a queue of the test's own."""
         self.refuse_broker_options(db_opts, BROKER_OPTIONS)
+        if q_opts.get("queue_type") == "stream":
+            raise OptionError("--queue-type stream: on the local cluster and SSH machines only")
         if q_opts.get("queue_type") == "mirrored":
             raise OptionError(
                 "--queue-type mirrored: mirroring is a policy the tool would have to set on "
@@ -213,6 +227,7 @@ class RabbitMQSystem(System):
             "queue_type": q.queue_type,
             "confirms": q.confirms,
             "ack": q.ack,
+            **({"stream_dedupe": q.stream_dedupe} if q.queue_type == "stream" else {}),
             "partition_handling": found.get("partition_handling", self.db.opts.partition_handling),
             "net_ticktime": found.get("net_ticktime", self.db.opts.net_ticktime),
             **({"settings": "read from the brokers"} if found else {}),
@@ -226,6 +241,21 @@ class RabbitMQSystem(System):
         }
 
     def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
+        if self.stream:
+            others = [n.spec.host for n in self.ctx.nodes if n is not node]
+            return StreamClient(
+                node.name,
+                [node.spec.host, *others],
+                self.options,
+                self.ctx.op_timeout,
+                STREAM_PORT,
+                record=self.record_op,
+            )
+        return self._amqp_client(node, sink)
+
+    def _amqp_client(self, node: Remote, sink: Sink | None = None) -> RabbitQueueClient:
+        """A pika client: the queue workload's, and the set-up's and probes'
+        (a stream is declared and probed over AMQP too)."""
         if self.ctx.existing:
             host, port = self.db.address(node)
         else:
@@ -236,7 +266,7 @@ class RabbitMQSystem(System):
 
     def queue_answers(self, node: Remote) -> str | None:
         """A passive declare on `node`: the queue's process must answer."""
-        client = self.new_client(node)
+        client = self._amqp_client(node)
 
         def probe() -> None:
             client.open()
@@ -253,7 +283,7 @@ class RabbitMQSystem(System):
     def cleanup(self) -> None:
         if not self.ctx.existing:
             return
-        client = self.new_client(self.ctx.nodes[0])
+        client = self._amqp_client(self.ctx.nodes[0])
         client.open()
         try:
             client.ch.queue_delete(self.queue)
@@ -264,7 +294,7 @@ class RabbitMQSystem(System):
         self.db.test_queues = [self.queue]  # whose leaders are the faults' primaries
         if self.options.queue_type == "mirrored":
             self.db.mirror_queues(f"^{self.queue}$")
-        client = self.new_client(self.ctx.nodes[0])
+        client = self._amqp_client(self.ctx.nodes[0])
         client.open()
         try:
             client.ch.queue_declare(self.queue, durable=True, arguments=self.options.arguments())
