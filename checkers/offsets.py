@@ -113,7 +113,10 @@ ANOMALIES = (
 PROPERTY_RULES = {
     "at-most-once": ("G1a",),
     "at-least-once": ("lost-write", "G1a"),
+    # In order and once: an id at two offsets breaks what an idempotent (or
+    # deduplicating) producer promises, a write kept once across its retries.
     "per-partition-order": (
+        "duplicate",
         "nonmonotonic-send",
         "nonmonotonic-poll",
         "inconsistent-offsets",

@@ -455,7 +455,13 @@ def _offsets(client: list[dict], delivery_facts: dict) -> tuple[dict, dict, dict
     c = counts
     order_broken = any(
         c[k]
-        for k in ("nonmonotonic-send", "nonmonotonic-poll", "inconsistent-offsets", "poll-skip")
+        for k in (
+            "duplicate",
+            "nonmonotonic-send",
+            "nonmonotonic-poll",
+            "inconsistent-offsets",
+            "poll-skip",
+        )
     )
     valid = {
         "at-most-once": not c["G1a"],

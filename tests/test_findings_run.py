@@ -1,5 +1,6 @@
 """`queuecheck findings` as a user runs it, on a local cluster: a row for the
-aimed faults and one for power loss, each once and each caught, exit 0.
+aimed faults, one for power loss and one for a stream's producers publishing
+again without deduplication, each once and each caught, exit 0.
 (The rows under client crashes are configurations other tests run:
 tests/test_matrix.py, test_rabbitmq_run.py, test_kafka_run.py.)
 `queuecheck findings --runs 10` measures the detection rate: README."""
@@ -16,9 +17,9 @@ from tests.clusters import own_cluster
 
 pytestmark = pytest.mark.integration
 
-# The aimed faults and power loss (CI time: ~95 s a row); the controls, the
-# mirrored queue and the rest: `make findings`.
-ROWS = ["kafka-acks1-leader-isolated", "kafka-acks-all-power-loss"]
+# The aimed faults, power loss, a stream's duplicates (CI time: ~95 s a row);
+# the controls, the mirrored queue and the rest: `make findings`.
+ROWS = ["kafka-acks1-leader-isolated", "kafka-acks-all-power-loss", "rabbitmq-stream-no-dedupe"]
 
 
 def test_known_bad_rows_are_caught_with_the_faults_said_in_the_history(tmp_path_factory, tmp_path):
@@ -66,3 +67,8 @@ def test_known_bad_rows_are_caught_with_the_faults_said_in_the_history(tmp_path_
     assert cuts and all(c["hit"] == ["n1", "n2", "n3"] for c in cuts)
     stats = json.loads((power / "stats.json").read_text())  # how it came back, said
     assert stats["recovered"] is True and stats["recovery"]
+    # a publish repeated after a crash stored twice: the same id at two offsets
+    stream = Path(rows["rabbitmq-stream-no-dedupe"]["runs"][0]["run"])
+    results = json.loads((stream / "results.json").read_text())
+    assert results["counts"]["duplicate"] > 0
+    assert results["properties"]["per-partition-order"]["valid"] is False

@@ -183,6 +183,9 @@ def test_duplicate_one_id_at_two_offsets(offsets_check):
         "what": "one id at two offsets",
     }
     assert ex[1]["id"] == 10 and ex[1]["places"] == [[1, 1], [1, 11]]
+    # once and in order: a write kept twice breaks what an idempotent producer promises
+    assert r.properties["per-partition-order"].valid is False
+    assert r.properties["per-partition-order"].reason == "duplicate=2"
 
 
 def test_poll_skip_per_process_and_partition(offsets_check):

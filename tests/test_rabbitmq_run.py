@@ -87,21 +87,29 @@ def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pau
     assert json.loads((run_dir / "stats.json").read_text())["acknowledged-per-second"] > 0
 
 
-def test_a_stream_under_partitions_and_kills_loses_nothing_and_keeps_its_order(state, tmp_path):
+def test_a_stream_under_partitions_kills_and_producer_crashes_stores_each_message_once(
+    state, tmp_path
+):
     """`--queue-type stream`: rstream producers (deduplicating: a stable name,
     the ids as publishing ids, unconfirmed batches published again) and
-    readers with stored offsets; judged as a log (the offset checks) too."""
+    readers with stored offsets; judged as a log (the offset checks) too.
+    Producers crash with a publish in flight and publish it again: stored
+    once (without dedupe it is stored twice: the findings row
+    rabbitmq-stream-no-dedupe, run by test_findings_run.py)."""
     run_dir, doc = run(
         state,
         tmp_path,
         time_limit=25,
-        nemesis=["partition", "kill"],
-        nemesis_interval=5,
+        nemesis=["partition", "kill", "crash-client"],
+        nemesis_overlap=True,
+        crash_clients="producers",
+        nemesis_interval=4,
         seed=3,
         system_options={"queue_type": "stream", "net_ticktime": 5},
     )
     ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
-    assert {"start-partition", "start-kill"} <= fault_kinds(ops)
+    assert {"start-partition", "start-kill", "start-crash-client"} <= fault_kinds(ops)
+    assert any(op["f"] == "crash" for op in ops)
     test = json.loads((run_dir / "test.json").read_text())
     assert test["name"] == "rabbitmq-stream"
     assert test["claims"] == ["at-least-once", "per-partition-order"]
@@ -114,6 +122,7 @@ def test_a_stream_under_partitions_and_kills_loses_nothing_and_keeps_its_order(s
     counts = doc["counts"]
     assert counts["acknowledged"] > 1000
     assert counts["lost"] == 0 and counts["duplicate"] == 0  # no message stored twice
+    assert counts["recovered"] > 0  # crashed publishes were stored (once)
     assert doc["history"]["final-read-complete"] is True
     for prop in ("at-least-once", "per-partition-order"):
         assert doc["properties"][prop]["valid"] is True, doc["properties"][prop]

@@ -13,12 +13,15 @@ from workloads.rabbitmq.system import RabbitMQSystem
 from workloads.system import RunContext
 
 
-def test_a_stream_claims_no_loss_and_its_order_but_not_at_most_once():
-    claims, notes = RabbitMQSystem.claims_of(
-        {"queue_type": "stream", "confirms": True, "ack": "manual"}
-    )
+def test_a_stream_claims_no_loss_and_with_dedupe_its_order_but_never_at_most_once():
+    stream = {"queue_type": "stream", "confirms": True, "ack": "manual"}
+    claims, notes = RabbitMQSystem.claims_of({**stream, "stream_dedupe": True})
     assert claims == ["at-least-once", "per-partition-order"]
     assert any("every reader of a stream reads every message" in n for n in notes)
+    # without deduplication a batch published again is stored again: no order-and-once claim
+    claims, notes = RabbitMQSystem.claims_of({**stream, "stream_dedupe": False})
+    assert claims == ["at-least-once"]
+    assert any("no per-partition-order claim: without deduplication" in n for n in notes)
     # a queue keeps its rows
     queue = RabbitMQSystem.claims_of({"queue_type": "quorum", "confirms": True, "ack": "manual"})
     assert queue[0] == ["at-least-once"]

@@ -16,11 +16,25 @@ CLAIMS: list[Row] = [
     ),
     (
         lambda c: c.get("queue_type") == "stream",
-        ("at-least-once", "per-partition-order"),
+        ("at-least-once",),
         "RabbitMQ 'Streams': a stream is a replicated append-only log; a published message "
-        "is confirmed once a quorum of the stream's members has written it, keeps its place "
-        "(offset) in the log, and a consumer reads the log in offset order from where it "
-        "attaches, so a reader that stores its offset after processing misses nothing",
+        "is confirmed once a quorum of the stream's members has written it and keeps its "
+        "place (offset) in the log, and a consumer reads the log in offset order from where "
+        "it attaches, so a reader that stores its offset after processing misses nothing",
+    ),
+    (
+        lambda c: c.get("queue_type") == "stream" and c.get("stream_dedupe"),
+        ("per-partition-order",),
+        "RabbitMQ 'Streams', deduplication: a producer with a name and publishing ids has "
+        "a message whose publishing id is not above the last one stored for its name "
+        "dropped, so a batch published again after a lost confirm is stored once, in the "
+        "order published",
+    ),
+    (
+        lambda c: c.get("queue_type") == "stream" and not c.get("stream_dedupe"),
+        (),
+        "no per-partition-order claim: without deduplication a batch published again after "
+        "a lost confirm is stored again, the broker cannot tell it from a new one",
     ),
     (
         lambda c: c.get("queue_type") == "stream",

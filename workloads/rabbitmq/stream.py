@@ -15,7 +15,10 @@ reader's copy and no at-most-once is claimed.
   came it publishes the same messages again, with the same publishing ids,
   until the op's deadline: the broker drops what it already has
   (deduplication), so a retry must never store a message twice. Without
-  dedupe the retry is a plain resend, which can. All confirmed → ok; a
+  dedupe the retry is a plain resend, which can (what an application
+  that publishes again after a lost confirm gets). A producer crash with a
+  publish in flight drops the connection under the call, and the client
+  publishes again, as its restarted process would. All confirmed → ok; a
   connection that cannot be opened before anything was sent → fail;
   anything else → info. Confirms carry no offsets: ok sends name the
   partition only.
@@ -244,11 +247,9 @@ class StreamClient:
                 self._run(self._publish(producer, msgs, left), timeout=left + 0.5)
                 ok = [{**m, "partition": PARTITION} for m in msgs]
                 return complete(op, "ok", {**value, "msgs": ok})
-            except Exception as e:  # noqa: BLE001 - unconfirmed: publish again (or give up)
+            except Exception as e:  # noqa: BLE001 - unconfirmed: publish it again
                 why = describe(e)
                 self._drop_producer()
-                if not self.opts.stream_dedupe:
-                    break  # a resend without dedupe is the app's choice; this one makes none
         return complete(op, "info", value, f"not every message confirmed ({tries} tries): {why}")
 
     async def _publish(self, producer: StreamProducer, msgs: list[dict], timeout: float) -> None:

@@ -21,6 +21,14 @@ from .db import RabbitMQ, RabbitMQOptions
 from .existing import BROKER_OPTIONS, ExistingRabbitMQ
 from .stream import STREAM_PORT, StreamClient
 
+# Producers crash with a publish in flight, twice a second, and publish again.
+STREAM_PRODUCER_CRASHES: dict[str, Any] = {
+    "system": "rabbitmq",
+    "nemesis": ["crash-client"],
+    "crash_clients": "producers",
+    "nemesis_interval": 0.5,
+}
+
 
 class RabbitMQSystem(System):
     name = "rabbitmq"
@@ -138,6 +146,35 @@ class RabbitMQSystem(System):
             {"exactly-once-effect": True},
             "the control for effects: redeliveries still come, and the sink applies each "
             "message id once",
+        ),
+        Finding(
+            Preset(
+                "rabbitmq-stream-no-dedupe",
+                "RabbitMQ stream, producers without deduplication publishing again what a "
+                "crash left unconfirmed",
+                {
+                    **STREAM_PRODUCER_CRASHES,
+                    "system_options": {"queue_type": "stream", "stream_dedupe": False},
+                },
+            ),
+            {"per-partition-order": False},
+            "a confirm lost with the connection says nothing of the publish: published "
+            "again without a producer name and publishing id, a message the stream had "
+            "already stored is stored twice (an id at two offsets)",
+        ),
+        Finding(
+            Preset(
+                "rabbitmq-stream-dedupe",
+                "RabbitMQ stream, deduplicating producers (a name, publishing ids) publishing "
+                "again what a crash left unconfirmed",
+                {
+                    **STREAM_PRODUCER_CRASHES,
+                    "system_options": {"queue_type": "stream", "stream_dedupe": True},
+                },
+            ),
+            {"at-least-once": True, "per-partition-order": True},
+            "the control: the broker drops a publishing id it already stored for the "
+            "producer's name, so the same publish again is stored once",
         ),
     ]
 
