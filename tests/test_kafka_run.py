@@ -51,7 +51,7 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
         state,
         tmp_path,
         {"acks": "all", "idempotence": True, "client": client},
-        time_limit=20,
+        time_limit=15,
         nemesis=["partition", "kill"],
         nemesis_interval=4,
         seed=11,

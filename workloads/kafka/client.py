@@ -1,4 +1,7 @@
-"""The Kafka queue workload: kafka-python clients on one topic.
+"""The Kafka queue workload: kafka-python clients on one topic. The calls
+into the client library are hooks (`_enqueue`, `_rejected`, `_new_consumer`,
+`_poll`, `_commit`, `_read` ...) that confluent.py overrides for librdkafka:
+one set of ops and outcomes for both engines.
 
 - `send`: the op's messages (the id in the value bytes, the key if the msg has one) go
   through a KafkaProducer shared by the producer processes of one node (the

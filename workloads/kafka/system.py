@@ -1,6 +1,7 @@
-"""Kafka as a System: KRaft brokers (db.py), kafka-python clients (client.py,
-txn.py), its own consume-transform-produce sink (txn_sink.py), its claims
-(claims.py), and its demo and matrix presets."""
+"""Kafka as a System: KRaft brokers (db.py), kafka-python or confluent-kafka
+clients (client.py, confluent.py, txn.py), its own consume-transform-produce
+sink (txn_sink.py), its claims (claims.py), and its demo, matrix and
+findings presets."""
 
 from __future__ import annotations
 

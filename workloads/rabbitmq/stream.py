@@ -103,6 +103,9 @@ class EventLoop:
             fut.cancel()
             raise TimeoutError(f"no answer within {timeout:.1f} s") from None
 
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
     def close_later(self, client: Any) -> None:
         """Closes an rstream client on the loop (two seconds at most), not waiting."""
         try:
@@ -436,7 +439,8 @@ class StreamClient:
         return complete(op, "ok", {"msgs": msgs})
 
     # -- ends -------------------------------------------------------------
-    def abort(self) -> None:
+    def abort(self) -> EventLoop | None:
+        """Drops both clients at once (their loop closes them, a second at most)."""
         loop, self._loop = self._loop, None
         clients = [c for c in (self._producer, self._consumer) if c is not None]
         self._producer = self._consumer = self._drain_reader = None
@@ -444,9 +448,14 @@ class StreamClient:
         self._to_store = None
         if loop is not None:
             loop.stop(clients)
+        return loop
 
     def close(self) -> None:
-        self.abort()
+        """As abort, but waits (3 s at most) for the loop to end, so what its
+        clients log as they go lands in the run's log, not after it."""
+        loop = self.abort()
+        if loop is not None:
+            loop.join(3.0)
 
 
 async def _quietly(coro) -> None:

@@ -1,6 +1,6 @@
 """RabbitMQ as a System: Debian's rabbitmq-server on every node (db.py), pika
-queue clients (client.py), its claims (claims.py), its demo and matrix
-presets."""
+queue clients (client.py) or rstream stream clients (stream.py), its claims
+(claims.py), its demo, matrix and findings presets."""
 
 from __future__ import annotations
 
@@ -62,6 +62,12 @@ class RabbitMQSystem(System):
             "rabbitmq-manual-dedupe",
             "RabbitMQ quorum queue, confirms, manual ack after the effect, dedupe sink",
             {"system": "rabbitmq", "sink": "dedupe", "system_options": {"queue_type": "quorum"}},
+        ),
+        Preset(
+            "rabbitmq-stream-dedupe",
+            "RabbitMQ stream, deduplicating producers, readers storing their offsets (a log: "
+            "no sink, every reader reads every message)",
+            {"system": "rabbitmq", "system_options": {"queue_type": "stream"}},
         ),
     ]
 
