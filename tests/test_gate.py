@@ -1,8 +1,12 @@
 """`queuecheck gate` for real, with RabbitMQ install directories: the same
 install on both sides (here Debian's 3.10.8 is the only RabbitMQ), a weaker
-configuration as B (consumers on auto-ack: acknowledged messages lost when
-they crash), and the rolling run from A to B in between. B must FAIL the
-gate; the rolling run, with A's configuration, must be no worse than A."""
+configuration as B (a classic mirrored queue with autoheal instead of a
+quorum queue: the mirrors on the side autoheal restarts throw away
+confirmed messages), and the rolling run from A to B in between, all under
+partitions that cut the queue's leader off. B must FAIL the gate; the
+rolling run, with A's configuration, must be no worse than A. (Measured:
+`queuecheck findings --rows rabbitmq-mirrored-autoheal --runs 10` caught
+the loss in 10 of 10 runs.)"""
 
 import json
 from pathlib import Path
@@ -29,9 +33,13 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
     store = tmp_path / "store"
     argv = [
         "gate", "--system", "rabbitmq", "--from", str(INSTALL), "--to", str(INSTALL),
-        "--to-option", "ack=auto",
-        "--queue-type", "quorum", "--time-limit", "10", "--concurrency", "6", "--producers", "4",
-        "--nemesis", "crash-client", "--nemesis-interval", "0.5", "--seed", "3",
+        "--to-option", "queue_type=mirrored,partition_handling=autoheal",
+        # partitions noticed in about 5 s and held 8 s; every client a producer:
+        # nothing is read before the drain, so what the mirrors drop is missing there
+        "--queue-type", "quorum", "--net-ticktime", "5", "--time-limit", "20",
+        "--concurrency", "10", "--producers", "10",
+        "--nemesis-profile", "leaders", "--nemesis", "partition", "--nemesis-interval", "8",
+        "--seed", "3",
         "--state", str(state), "--store", str(store), "--driver-memory", "1g",
         *[f"--{k}={v}" for k, v in CLUSTER.items()],
     ]  # fmt: skip
@@ -49,7 +57,12 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
     # one spec, seed and fault for all three; B alone takes --to-option
     tests = [json.loads((r / "test.json").read_text()) for r in runs]
     assert {t["seed"] for t in tests} == {3}
-    assert [t["config"]["ack"] for t in tests] == ["manual", "auto", "manual"]
+    assert [t["config"]["queue_type"] for t in tests] == ["quorum", "mirrored", "quorum"]
+    assert [t["config"]["partition_handling"] for t in tests] == [
+        "pause_minority",
+        "autoheal",
+        "pause_minority",
+    ]
     # the rolling run rolled every node onto the install and enabled its flags
     ops = list(read_history(rolled / "history.jsonl"))
     steps = [op["value"] for op in ops if op["f"] == "start-upgrade" and op["value"]]
@@ -61,7 +74,7 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
     # B got worse where A held; the rolling run did not
     worse = {(f["run"], f["subject"]) for f in doc["findings"] if f["outcome"] == "worse"}
     gated = {(f["run"], f["subject"]) for f in doc["findings"] if f["gated"]}
-    assert (1, "at-least-once") in worse & gated  # B: lost acknowledged messages
+    assert (1, "at-least-once") in worse & gated  # B: lost confirmed messages
     assert not {w for w in worse & gated if w[0] == 2}  # the rolling run: nothing worse
     junit = (compared / "junit.xml").read_text()
     assert "<failure" in junit and "at-least-once" in junit
