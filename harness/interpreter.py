@@ -215,9 +215,11 @@ class Interpreter:
         """The process is done for: drop its client, continue as a new process.
         `crashed`: the crash fault's point, recorded as a `crash` op of the
         process that died (an info or stuck op retires a process too, but is
-        not a crash)."""
+        not a crash: a crash asked for meanwhile strikes the successor, so a
+        producer stuck in retries under a partition still crashes)."""
         slot.client.abort()
-        slot.crash = None
+        if crashed:
+            slot.crash = None
         if crashed:
             self.history.append(
                 {

@@ -224,3 +224,40 @@ def test_unprocessed_counts_acknowledged_ids_no_receive_handed_over():
     u.acknowledged([1])  # acknowledged twice is still one message
     u.delivered([1, 100_000])
     assert u.count == 0
+
+
+def test_a_crash_asked_for_while_an_op_ends_info_strikes_the_successor(tmp_path):
+    """A producer stuck in a long send when its crash is asked for, whose
+    send then ends `info` (retired, not crashed): the crash still strikes,
+    at the successor's next op."""
+    path = tmp_path / "history.jsonl"
+    clients = []
+    left = iter(range(3))
+    interp = None
+
+    class StuckThenUnknown(ScriptedClient):
+        def invoke(self, op):
+            if len(clients) == 1:  # the first process: the crash comes mid-call
+                interp.crash([0], "send-in-flight")
+                return complete(op, "info", op["value"], "not every message confirmed")
+            self.aborted.wait(0.2)
+            return complete(op, "ok", op["value"])
+
+    def new_client(slot):
+        clients.append(StuckThenUnknown("n1", None))
+        return clients[-1]
+
+    def next_op(slot):
+        i = next(left, None)
+        return None if i is None else {"f": "send", "value": {"msgs": [{"id": i, "queue": "q"}]}}
+
+    with HistoryWriter(path) as h:
+        interp = Interpreter(h, new_client, next_op, 1)
+        interp.start()
+        assert interp.join(timeout=10)
+    ops = list(read_history(path))
+    completions = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
+    assert [(c["process"], c["type"]) for c in completions] == [(0, "info"), (1, "info"), (2, "ok")]
+    assert "in flight" in completions[1]["error"]
+    crashes = [op for op in ops if op["f"] == "crash"]
+    assert [(c["process"], c["value"]["point"]) for c in crashes] == [(1, "send-in-flight")]
