@@ -22,6 +22,10 @@ PROPERTIES = (
     "exactly-once-effect",
     "per-partition-order",
     "read-committed",
+    # share groups (checkers/share.py)
+    "share-at-least-once",
+    "share-delivery-limit",
+    "share-redelivery",
 )
 
 

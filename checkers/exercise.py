@@ -101,6 +101,10 @@ def _fault_seen(info: dict[str, Any]) -> bool | None:
     return sum(info[FAULTS].values()) > 0 or info.get(CLIENT_CRASHES, 0) > 0
 
 
+def _above_zero(counts: dict[str, int], name: str) -> bool | None:
+    return counts[name] > 0 if name in counts else None
+
+
 NO_FAULT = "no fault was started: nothing {could}"
 
 # property -> (exercised? from (counts, info), None when its evidence is
@@ -127,6 +131,18 @@ RULES: dict[str, tuple[Callable[[dict, dict], bool | None], str]] = {
             info[TXN_ABORTED_OR_UNKNOWN] > 0 if TXN_ABORTED_OR_UNKNOWN in info else None
         ),
         "no transaction aborted or ended unknown: there was nothing uncommitted to read",
+    ),
+    "share-at-least-once": (
+        lambda counts, info: _fault_seen(info),
+        NO_FAULT.format(could="could make a share group drop a record"),
+    ),
+    "share-delivery-limit": (
+        lambda counts, info: _above_zero(counts, "share-redelivered"),
+        "no record was delivered twice: none came near the limit",
+    ),
+    "share-redelivery": (
+        lambda counts, info: _above_zero(counts, "share-released"),
+        "no release was acknowledged: there was nothing to redeliver",
     ),
 }
 

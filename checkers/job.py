@@ -20,6 +20,7 @@ from checkers.delivery import DeliveryChecker
 from checkers.exercise import ExerciseChecker, mark_exercised
 from checkers.load import history_path, load_history
 from checkers.offsets import OffsetChecker
+from checkers.share import ShareChecker
 from checkers.spark import DEFAULT_DRIVER_MEMORY, spark_session
 
 TEST_FILE = "test.json"
@@ -81,7 +82,7 @@ def check(
     spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
     step("reading and validating the history")
     history = load_history(spark, hp, use_sidecar=use_sidecar)
-    checkers = [DeliveryChecker(), OffsetChecker(), ExerciseChecker()]
+    checkers = [DeliveryChecker(), OffsetChecker(), ShareChecker(), ExerciseChecker()]
     result = mark_exercised(run_checkers(checkers, history, test, step))
     doc = results_document(result, claims)
     doc.setdefault("history", {}).update(path=str(hp), source=history.source)

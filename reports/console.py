@@ -8,14 +8,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checkers import offsets
+from checkers import offsets, share
 from checkers.delivery import ANOMALIES, PROPERTY_RULES
 from checkers.exercise import describe
 
 
 def property_rule(name: str) -> tuple[str, ...]:
     """The counts that decide a property, from both checkers."""
-    rule = PROPERTY_RULES.get(name, ()) + offsets.PROPERTY_RULES.get(name, ())
+    rule = (
+        PROPERTY_RULES.get(name, ())
+        + offsets.PROPERTY_RULES.get(name, ())
+        + share.PROPERTY_RULES.get(name, ())
+    )
     return tuple(dict.fromkeys(rule))
 
 

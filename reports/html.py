@@ -235,11 +235,12 @@ def property_rules() -> dict[str, tuple[str, ...]]:
     from checkers.delivery import PROPERTY_RULES
 
     rules = dict(PROPERTY_RULES)
-    try:  # the offset checker adds its own properties where present
-        from checkers import offsets
+    try:  # the offset and share checkers add their own properties where present
+        from checkers import offsets, share
 
-        for name, counts in getattr(offsets, "PROPERTY_RULES", {}).items():
-            rules[name] = tuple(dict.fromkeys(rules.get(name, ()) + tuple(counts)))
+        for checker in (offsets, share):
+            for name, counts in getattr(checker, "PROPERTY_RULES", {}).items():
+                rules[name] = tuple(dict.fromkeys(rules.get(name, ()) + tuple(counts)))
     except ImportError:
         pass
     return rules

@@ -29,6 +29,15 @@ from harness.runner import RunError, RunOptions
         (["test", "--prefix", "a b"], "--prefix 'a b' is not allowed"),
         (["test", "--driver-memory", "lots"], "--driver-memory: 'lots' is not a JVM size"),
         (["check", "x", "--spark-master", "bogus://x"], "--spark-master: 'bogus://x' is not"),
+        (
+            ["test", "--system", "kafka", "--consumer-mode", "share"],
+            "--consumer-mode share: share groups need --client confluent",
+        ),
+        (
+            ["test", "--system", "kafka", "--client", "confluent", "--consumer-mode", "share",
+             "--share-acks", "accept=9,drop=1"],
+            "--share-acks: 'drop=1' is not TYPE=WEIGHT",
+        ),  # fmt: skip
     ],
 )
 def test_bad_input_is_one_error_naming_it_and_exit_2(argv, message, capsys, tmp_path):

@@ -38,6 +38,9 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
         # nothing is read before the drain, so what the mirrors drop is missing there
         "--queue-type", "quorum", "--net-ticktime", "5", "--time-limit", "20",
         "--concurrency", "10", "--producers", "10",
+        # a bounded rate keeps the rolling run's drain short (its main phase lasts
+        # as long as the upgrade); a node autoheal leaves stuck is restarted soon
+        "--rate", "250", "--recovery-timeout", "45",
         "--nemesis-profile", "leaders", "--nemesis", "partition", "--nemesis-interval", "8",
         "--seed", "3",
         "--state", str(state), "--store", str(store), "--driver-memory", "1g",

@@ -20,7 +20,7 @@ CLAIMS: list[Row] = [
         "after processing get at-least-once delivery ('Message Delivery Semantics')",
     ),
     (
-        lambda c: _durable(c) and c["idempotence"],
+        lambda c: _durable(c) and c["idempotence"] and c.get("consumer_mode") != "share",
         ("per-partition-order",),
         "Kafka docs, Introduction 'Guarantees': records sent by a producer to a partition "
         "are appended, and seen by consumers, in the order they are sent; KIP-98: the "
@@ -32,6 +32,14 @@ CLAIMS: list[Row] = [
         "no at-least-once claim: with acks=0/1, min.insync.replicas<2 or unclean leader "
         "election, a leader failover can drop writes that were acknowledged (Kafka docs, "
         "Design 'Replication': availability over durability)",
+    ),
+    (
+        lambda c: _durable(c) and c.get("consumer_mode") == "share",
+        ("share-at-least-once", "share-delivery-limit", "share-redelivery"),
+        "KIP-932 (share groups, production-ready in Kafka 4.2), 'Delivery state' and "
+        "'In-flight records': an acquired record is acknowledged (accept, reject) or comes "
+        "back when released or its lock expires, until share.delivery.count.limit "
+        "deliveries, after which it is archived; no ordering guarantee across consumers",
     ),
     (
         lambda c: c["txn"],

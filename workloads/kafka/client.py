@@ -60,7 +60,8 @@ log = logging.getLogger(__name__)
 
 ACKS = ("0", "1", "all")
 CLIENTS = ("kafka-python", "confluent")  # the engines: pure Python, librdkafka
-CONSUMER_MODES = ("subscribe", "assign")
+CONSUMER_MODES = ("subscribe", "assign", "share")  # share: a share group (KIP-932)
+ACK_TYPES = ("accept", "release", "reject")  # a share consumer's acknowledgements
 PAD = b"."  # value bytes: the id in ASCII digits, padded to value_size
 DRAIN_CHUNK = 1000
 
@@ -110,8 +111,17 @@ class KafkaQueueOptions:
     )
     consumer_mode: str = option(
         "subscribe",
-        "a consumer group with rebalances (subscribe), or manual assignment",
+        "a consumer group with rebalances (subscribe), manual assignment, or a share "
+        "group (share: records acquired under a lock, acknowledged one by one)",
         choices=CONSUMER_MODES,
+    )
+    share_acks: str = option(
+        "accept=90,release=8,reject=2",
+        "share group: how consumers acknowledge what they get, as weights",
+    )
+    share_lock: float = option(5.0, "share group: seconds a record stays acquired")
+    share_delivery_limit: int = option(
+        3, "share group: deliveries after which an unaccepted record is archived"
     )
     group: str = "queuecheck"
     txn: bool = option(False, "transactional producers (txn ops), read_committed consumers")
@@ -142,12 +152,33 @@ class KafkaQueueOptions:
                 f"--idempotence (and --txn) need --acks all, not {self.acks}: "
                 "pass --no-idempotence for acks 0 or 1"
             )
+        if self.consumer_mode == "share":
+            if self.client != "confluent":
+                raise ValueError("--consumer-mode share: share groups need --client confluent")
+            if self.txn:
+                raise ValueError("--consumer-mode share: a share group has no transactions")
+            self.ack_weights()  # checks --share-acks
         if self.send_batch is None:
             self.send_batch = 5 if self.txn else 100
         if self.partitions < 1:
             raise ValueError(f"--partitions: {self.partitions} is below 1")
         if self.send_batch < 1 or self.receive_batch < 1:
             raise ValueError("--send-batch and --receive-batch must be at least 1")
+
+    def ack_weights(self) -> dict[str, int]:
+        """--share-acks as {type: weight}; raises naming what is wrong."""
+        out: dict[str, int] = {}
+        for part in filter(None, (x.strip() for x in self.share_acks.split(","))):
+            kind, _, weight = part.partition("=")
+            if kind not in ACK_TYPES or not weight.isdigit():
+                raise ValueError(
+                    f"--share-acks: {part!r} is not TYPE=WEIGHT with TYPE one of "
+                    f"{', '.join(ACK_TYPES)}"
+                )
+            out[kind] = int(weight)
+        if not out.get("accept"):
+            raise ValueError("--share-acks: accept needs a weight above 0 (else nothing is done)")
+        return out
 
     # -- client configuration --------------------------------------------
     def producer_config(self, bootstrap: str, deadline: float) -> dict[str, Any]:

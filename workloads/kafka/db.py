@@ -234,6 +234,13 @@ class Kafka(PidfileProcess):
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             "share.coordinator.state.topic.replication.factor": internal_rf,
             "share.coordinator.state.topic.min.isr": min(2, internal_rf),
+            # share groups: locks and heartbeats in seconds, so a test's
+            # redeliveries and reassignments happen within it
+            "group.share.min.record.lock.duration.ms": 1000,
+            "group.share.min.heartbeat.interval.ms": 1000,
+            "group.share.heartbeat.interval.ms": 1000,
+            "group.share.min.session.timeout.ms": 6000,
+            "group.share.session.timeout.ms": 6000,
             "group.initial.rebalance.delay.ms": 0,
             "group.min.session.timeout.ms": 1000,  # lets clients choose short sessions
             # faults noticed in seconds: fencing, ISR shrink, controller election

@@ -27,6 +27,7 @@ from .confluent import ConfluentQueueClient, PolledProducer, close_polled, produ
 from .db import Kafka, KafkaOptions
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
+from .share import ShareQueueClient, set_share_group, share_group_config
 from .txn import KafkaTxnClient
 
 TXN_SINK = "kafka-txn"
@@ -65,6 +66,17 @@ class KafkaSystem(System):
                 # 20 messages a transaction: with ten transactional clients and three
                 # brokers on two cores a transaction takes a few hundred ms
                 "system_options": {"acks": "all", "txn": True, "send_batch": 20},
+            },
+        ),
+        Preset(
+            "kafka-share-dedupe",
+            "Kafka share group (KIP-932): records acquired, the effect, then accepted "
+            "(or released, rejected); dedupe sink",
+            {
+                "system": "kafka",
+                "sink": "dedupe",
+                "rate": 5.0,
+                "system_options": {"acks": "all", "client": "confluent", "consumer_mode": "share"},
             },
         ),
     ]
@@ -124,6 +136,29 @@ class KafkaSystem(System):
             {"at-least-once": True},
             "the control: every acknowledged write is on two replicas before the ack, and "
             "only an in-sync replica may lead",
+        ),
+        Finding(
+            Preset(
+                "kafka-share-group",
+                "Kafka share group (KIP-932), acks=all: consumers crashing with records "
+                "acquired (after their effect, before acknowledging), leaders killed",
+                {
+                    "system": "kafka",
+                    "nemesis_profile": "leaders",
+                    # one fault at a time: under partitions the share consumers of
+                    # confluent-kafka 2.16 stall, and the drain would do all the work
+                    "nemesis": ["crash-client", "kill"],
+                    "crash_point": "after-effect",
+                    "system_options": {
+                        "acks": "all",
+                        "client": "confluent",
+                        "consumer_mode": "share",
+                    },
+                },
+            ),
+            {"share-at-least-once": True, "share-delivery-limit": True, "share-redelivery": True},
+            "the control: a record whose consumer died comes back when its lock expires, a "
+            "released one at once, until the delivery limit archives it",
         ),
         Finding(
             Preset(
@@ -240,7 +275,8 @@ class KafkaSystem(System):
         client = (
             [options["client"]] if options.get("client", "kafka-python") != "kafka-python" else []
         )
-        return "-".join(["kafka", f"acks-{options.get('acks', 'all')}", *txn, *client])
+        share = ["share"] if options.get("consumer_mode") == "share" else []
+        return "-".join(["kafka", f"acks-{options.get('acks', 'all')}", *txn, *share, *client])
 
     def config(self) -> dict[str, Any]:
         q, d = self.options, self.db.opts
@@ -255,6 +291,11 @@ class KafkaSystem(System):
             "idempotence": q.idempotence,
             "retries": q.retries,
             "consumer_mode": q.consumer_mode,
+            **(
+                {"share_acks": q.share_acks, "share_group": share_group_config(q)}
+                if q.consumer_mode == "share"
+                else {}
+            ),
             "txn": q.txn,
             "read_committed": q.read_committed,
             "send_batch": q.send_batch,
@@ -303,7 +344,12 @@ class KafkaSystem(System):
         }
         if self.options.txn:
             return KafkaTxnClient(node.name, self.bootstrap(node), self.options, **kw)
-        engine = ConfluentQueueClient if self.options.client == "confluent" else KafkaQueueClient
+        if self.options.consumer_mode == "share":
+            engine = ShareQueueClient
+        elif self.options.client == "confluent":
+            engine = ConfluentQueueClient
+        else:
+            engine = KafkaQueueClient
         return engine(node.name, self.bootstrap(node), self.options, self._pool, **kw)
 
     def prepare(self) -> None:
@@ -311,6 +357,8 @@ class KafkaSystem(System):
         if self.ctx.sink == TXN_SINK:
             create_topic(self.db, self.output, self.options.partitions)
         self.db.test_topics = self.topics()  # the upgrade's ISR checks, the faults' leaders
+        if self.options.consumer_mode == "share":
+            set_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)
         if self.ctx.existing:
             self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
         warm_up(

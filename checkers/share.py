@@ -1,0 +1,260 @@
+"""Share-group checks (KIP-932, Kafka's "queues"), for runs whose test.json
+says `consumer_mode: share` or that claim a share property.
+
+A share group hands each record to one consumer at a time under a lock;
+the consumer accepts, releases or rejects it; the broker counts deliveries.
+History: ok `receive`/`drain` msgs carry `delivery_count` (the broker's,
+1 on the first delivery); `ack` ops (invoke, then ok/fail/info) carry msgs
+with `ack` (accept, release, reject) and the `delivery_count` they answer.
+The limit L is the group's share.delivery.count.limit from test.json.
+
+Rules, each with its source:
+
+    share-at-least-once   every acknowledged (sent ok) id is accepted or
+        rejected by the consumer (an ok or info ack: one that ended unknown may
+        have been taken), or archived:
+        delivered L times without an accept. KIP-932 'Delivery state' and
+        'In-flight records': a record is Available, Acquired, Acknowledged or
+        Archived; it leaves Available/Acquired only by acknowledgement or by
+        reaching the delivery count limit (records are archived "when the
+        delivery count limit is reached"). Otherwise: `unaccepted`.
+    share-delivery-limit  no delivery with delivery_count above L. KIP-932:
+        "share.delivery.count.limit: the maximum number of delivery attempts
+        for a record delivered to a share group". Else: `over-delivered`.
+    share-redelivery      an ok release at delivery d < L is followed by a
+        delivery of that id with a count above d. KIP-932: RELEASE makes the
+        record "available for another delivery attempt"; a lock that expires
+        does the same (that case is covered by share-at-least-once). Else:
+        `release-not-redelivered`.
+
+No ordering claim (KIP-932: "no ordering guarantees" across a share
+group's consumers), and a record may be delivered many times: at-most-once
+is not claimed either.
+
+Unknown reads: a receive or drain that did not come back ok or fail may
+have acquired records unseen, each raising their count by one. An id is
+blamed only if the unknown reads cannot explain it: with u unknown reads, a
+record last seen at count m may have been archived unseen when m + u >= L
+(`archived-unseen`, counted, not an anomaly). A final read that did not
+complete leaves the two absence rules undecidable ("unknown").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .base import UNKNOWN, CheckResult, Property
+from .load import ACK, LoadedHistory
+
+EXAMPLES = 5
+PROPERTIES = ("share-at-least-once", "share-delivery-limit", "share-redelivery")
+LIMIT_KEY = "share.delivery.count.limit"
+
+SHARE_MSG = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("partition", T.LongType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("delivery_count", T.LongType()),
+        T.StructField("ack", T.StringType()),
+    ]
+)
+SHARE_OP = T.StructType(
+    [
+        T.StructField("index", T.LongType()),
+        T.StructField("process", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("f", T.StringType()),
+        T.StructField("value", T.StructType([T.StructField("msgs", T.ArrayType(SHARE_MSG))])),
+    ]
+)
+READS = ("receive", "drain")
+
+# anomaly -> (what, the property it breaks)
+ANOMALIES = {
+    "unaccepted": (
+        "acknowledged, never accepted, rejected or delivered up to the limit",
+        "share-at-least-once",
+    ),
+    "over-delivered": ("delivered with a count above the limit", "share-delivery-limit"),
+    "release-not-redelivered": (
+        "released below the limit, never delivered again",
+        "share-redelivery",
+    ),
+}
+
+# property -> the counts that decide it (what reports show beside it)
+PROPERTY_RULES = {prop: (name,) for name, (_, prop) in ANOMALIES.items()}
+
+
+def delivery_limit(test: dict[str, Any]) -> int | None:
+    group = (test.get("config") or {}).get("share_group") or {}
+    return int(group[LIMIT_KEY]) if LIMIT_KEY in group else None
+
+
+def applies(test: dict[str, Any]) -> bool:
+    claims = test.get("claims") or ()
+    config = test.get("config") or {}
+    return config.get("consumer_mode") == "share" or any(p in claims for p in PROPERTIES)
+
+
+class ShareChecker:
+    name = "share"
+    properties = PROPERTIES
+
+    def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
+        if not applies(test):
+            return CheckResult()
+        limit = delivery_limit(test)
+        if limit is None:
+            why = f"test.json has no config.share_group.{LIMIT_KEY}"
+            return CheckResult(properties={p: Property(UNKNOWN, why) for p in PROPERTIES})
+        ops = (
+            history.spark.read.schema(SHARE_OP)
+            .json(history.path)
+            .filter((F.col("process") != "nemesis") & F.col("f").isin(*READS, "ack"))
+        )
+        reads = ops.filter(F.col("f").isin(*READS))
+        tally = {(r["type"]): int(r["count"]) for r in reads.groupBy("type").count().collect()}
+        unknown_reads = tally.get("invoke", 0) - tally.get("ok", 0) - tally.get("fail", 0)
+        msgs = ops.select("index", "f", "type", F.explode("value.msgs").alias("m")).select(
+            "index", "f", "type", "m.id", F.col("m.delivery_count").alias("dc"), "m.ack"
+        )
+        deliveries = msgs.filter(F.col("f").isin(*READS) & (F.col("type") == "ok"))
+        acks = msgs.filter((F.col("f") == "ack") & (F.col("type") != "invoke"))
+        acked = history.message_events().filter(F.col("role") == ACK).select("id").distinct()
+        counts, anomalies = _judge(deliveries, acks, acked, limit, max(0, unknown_reads))
+        complete = history.facts.final_read_complete
+        return CheckResult(
+            properties=_decide(counts, complete),
+            counts=counts,
+            anomalies=anomalies,
+            info={"share-delivery-limit": limit},
+        )
+
+
+def _judge(
+    deliveries: DataFrame, acks: DataFrame, acked: DataFrame, limit: int, unknown: int
+) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    per_delivery = deliveries.groupBy("id").agg(
+        F.max("dc").alias("max_dc"),
+        F.count(F.lit(1)).alias("deliveries"),
+        F.max("index").alias("last_delivery"),
+    )
+    typ, ack = F.col("type"), F.col("ack")
+    per_ack = acks.groupBy("id").agg(
+        F.max((ack == "accept") & typ.isin("ok", "info")).alias("accepted"),
+        F.max((ack == "accept") & (typ == "ok")).alias("accepted_ok"),
+        F.max((ack == "reject") & typ.isin("ok", "info")).alias("rejected"),
+        F.max((ack == "release") & (typ == "ok")).alias("released"),
+    )
+    seen = F.coalesce(F.col("max_dc"), F.lit(0))
+    settled = F.coalesce(F.col("accepted"), F.lit(False)) | F.coalesce(
+        F.col("rejected"), F.lit(False)
+    )
+    ids = (
+        acked.join(per_delivery, "id", "left")
+        .join(per_ack, "id", "left")
+        .select(
+            "id",
+            "last_delivery",
+            F.col("max_dc"),
+            (F.col("deliveries") > 1).alias("redelivered"),
+            F.coalesce("accepted_ok", F.lit(False)).alias("accepted_ok"),
+            (F.coalesce("rejected", F.lit(False)) & ~F.coalesce("accepted", F.lit(False))).alias(
+                "rejected_only"
+            ),
+            F.coalesce("released", F.lit(False)).alias("released"),
+            (~settled & (seen >= limit)).alias("archived"),
+            (~settled & (seen < limit) & (seen + unknown >= limit)).alias("archived_unseen"),
+            (~settled & (seen + unknown < limit)).alias("unaccepted"),
+        )
+        .cache()
+    )
+    sums = ids.agg(
+        *(
+            F.sum(F.col(c).cast("long")).alias(c)
+            for c in (
+                "redelivered",
+                "accepted_ok",
+                "rejected_only",
+                "released",
+                "archived",
+                "archived_unseen",
+                "unaccepted",
+            )
+        )
+    ).first()
+    releases = acks.filter((F.col("ack") == "release") & (F.col("type") == "ok")).select(
+        "id", F.col("dc").alias("released_at"), F.col("index").alias("release_index")
+    )
+    later = deliveries.select("id", F.col("dc").alias("later_dc"))
+    not_redelivered = releases.filter(F.col("released_at") + unknown < limit).join(
+        later, (releases.id == later.id) & (later.later_dc > releases.released_at), "left_anti"
+    )
+    over = deliveries.filter(F.col("dc") > limit)
+    counts = {
+        "share-deliveries": deliveries.count(),
+        "share-redelivered": int(sums["redelivered"] or 0),
+        "share-accepted": int(sums["accepted_ok"] or 0),
+        "share-rejected": int(sums["rejected_only"] or 0),
+        "share-released": int(sums["released"] or 0),
+        "share-archived": int(sums["archived"] or 0),
+        "share-archived-unseen": int(sums["archived_unseen"] or 0),
+        "share-unknown-reads": unknown,
+        "unaccepted": int(sums["unaccepted"] or 0),
+        "over-delivered": over.select("id").distinct().count(),
+        "release-not-redelivered": not_redelivered.select("id").distinct().count(),
+    }
+    examples = {
+        "unaccepted": [
+            _example(r["id"], [r["last_delivery"]], "unaccepted", max_dc=r["max_dc"])
+            for r in ids.filter("unaccepted").orderBy("id").limit(EXAMPLES).collect()
+        ],
+        "over-delivered": [
+            _example(r["id"], [r["index"]], "over-delivered", delivery_count=r["dc"])
+            for r in over.orderBy("id", "index").limit(EXAMPLES).collect()
+        ],
+        "release-not-redelivered": [
+            _example(
+                r["id"],
+                [r["release_index"]],
+                "release-not-redelivered",
+                released_at=r["released_at"],
+            )
+            for r in not_redelivered.orderBy("id").limit(EXAMPLES).collect()
+        ],
+    }
+    ids.unpersist()
+    anomalies = {
+        name: {"count": counts[name], "examples": examples[name]}
+        for name in ANOMALIES
+        if counts[name] > 0
+    }
+    return counts, anomalies
+
+
+def _example(id_: int, indexes: list, name: str, **more: Any) -> dict[str, Any]:
+    ex = {"id": id_, "indexes": sorted(i for i in indexes if i is not None)}
+    ex["what"] = ANOMALIES[name][0]
+    ex.update({k.replace("_", "-"): v for k, v in more.items() if v is not None})
+    return ex
+
+
+def _decide(counts: dict[str, int], final_read_complete: bool) -> dict[str, Property]:
+    props = {}
+    for name, (_, prop) in ANOMALIES.items():
+        n = counts[name]
+        absence = name != "over-delivered"  # proven by what never came
+        if n and absence and not final_read_complete:
+            why = f"{name}={n}, but the final read did not complete: absence proves nothing"
+            props[prop] = Property(UNKNOWN, why)
+        elif n:
+            props[prop] = Property(False, f"{name}={n}")
+        else:
+            props[prop] = Property(True)
+    return props

@@ -1,0 +1,101 @@
+"""A tiny reference reading of the share-group rules (checkers/share.py's
+docstring), written to be obviously correct and independent of the
+checkers: plain dicts, sets and loops over the parsed history. The Spark
+share checker must agree with it exactly (tests/test_share_checker.py).
+
+Readings where the prose leaves a choice: an "unknown read" is a
+`receive` or `drain` invoke whose completion is not ok or fail (info, or
+none); an acknowledged id is one in an ok `send` completion.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+READS = ("receive", "drain")
+
+
+def share_reference(ops: list[dict], limit: int, final_read_complete: bool = True) -> dict:
+    """The counts and the three properties' verdicts (True, False, "unknown")."""
+    client = [op for op in ops if op["process"] != "nemesis"]
+    acked: set[int] = set()
+    deliveries: list[tuple[int, int]] = []  # (id, delivery_count)
+    acks: list[tuple[int, str, str, int, int]] = []  # (id, ack, type, delivery_count, index)
+    invoked = completed = 0
+    for op in client:
+        f, typ = op["f"], op["type"]
+        msgs = (op.get("value") or {}).get("msgs") or []
+        if f == "send" and typ == "ok":
+            acked.update(m["id"] for m in msgs)
+        elif f in READS:
+            if typ == "invoke":
+                invoked += 1
+            elif typ in ("ok", "fail"):
+                completed += 1
+            if typ == "ok":
+                deliveries += [(m["id"], m.get("delivery_count")) for m in msgs]
+        elif f == "ack" and typ != "invoke":
+            acks += [(m["id"], m["ack"], typ, m.get("delivery_count"), op["index"]) for m in msgs]
+    unknown = max(0, invoked - completed)
+
+    counts_of: dict[int, int] = defaultdict(int)
+    max_dc: dict[int, int] = {}
+    for i, dc in deliveries:
+        counts_of[i] += 1
+        if dc is not None:
+            max_dc[i] = max(max_dc.get(i, dc), dc)
+    accepted = {i for i, a, t, _, _ in acks if a == "accept" and t in ("ok", "info")}
+    accepted_ok = {i for i, a, t, _, _ in acks if a == "accept" and t == "ok"}
+    rejected = {i for i, a, t, _, _ in acks if a == "reject" and t in ("ok", "info")}
+    released = {i for i, a, t, _, _ in acks if a == "release" and t == "ok"}
+
+    archived, archived_unseen, unaccepted = set(), set(), set()
+    for i in acked:
+        if i in accepted or i in rejected:
+            continue
+        seen = max_dc.get(i, 0)
+        if seen >= limit:
+            archived.add(i)
+        elif seen + unknown >= limit:
+            archived_unseen.add(i)
+        else:
+            unaccepted.add(i)
+    over = {i for i, dc in deliveries if dc is not None and dc > limit}
+    not_redelivered = set()
+    for i, a, t, d, _ in acks:
+        if a == "release" and t == "ok" and d + unknown < limit:
+            if not any(j == i and dc is not None and dc > d for j, dc in deliveries):
+                not_redelivered.add(i)
+
+    counts = {
+        "share-deliveries": len(deliveries),
+        "share-redelivered": sum(1 for i in acked if counts_of[i] > 1),
+        "share-accepted": len(accepted_ok & acked),
+        "share-rejected": len((rejected - accepted) & acked),
+        "share-released": len(released & acked),
+        "share-archived": len(archived),
+        "share-archived-unseen": len(archived_unseen),
+        "share-unknown-reads": unknown,
+        "unaccepted": len(unaccepted),
+        "over-delivered": len(over),
+        "release-not-redelivered": len(not_redelivered),
+    }
+
+    def verdict(n: int, absence: bool):
+        if n and absence and not final_read_complete:
+            return "unknown"
+        return not n
+
+    props = {
+        "share-at-least-once": verdict(len(unaccepted), True),
+        "share-delivery-limit": verdict(len(over), False),
+        "share-redelivery": verdict(len(not_redelivered), True),
+    }
+    return {"counts": counts, "properties": props}
+
+
+def share_reference_path(path, limit: int, final_read_complete: bool = True) -> dict:
+    with open(path) as f:
+        ops = [json.loads(line) for line in f if line.strip()]
+    return share_reference(ops, limit, final_read_complete)
