@@ -34,10 +34,10 @@ from harness.runner import RunError, RunOptions
             "--consumer-mode share: share groups need --client confluent",
         ),
         (
-            ["test", "--system", "kafka", "--client", "confluent", "--consumer-mode", "share",
-             "--share-acks", "accept=9,drop=1"],
+            "test --system kafka --client confluent --consumer-mode share "
+            "--share-acks accept=9,drop=1".split(),
             "--share-acks: 'drop=1' is not TYPE=WEIGHT",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_bad_input_is_one_error_naming_it_and_exit_2(argv, message, capsys, tmp_path):
