@@ -3,6 +3,8 @@ which librdkafka errors count as a definite `fail`, how a delivery report
 reaches the op, and that every translated setting is one librdkafka knows.
 Runs against the engine with real brokers are in test_kafka_run.py."""
 
+import threading
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
@@ -10,6 +12,7 @@ from workloads.kafka.client import KafkaQueueOptions
 from workloads.kafka.confluent import (
     ConfluentQueueClient,
     Delivered,
+    DeliveryBatch,
     DeliveryFuture,
     consumer_config,
     producer_config,
@@ -76,6 +79,22 @@ def test_a_delivery_report_fills_its_future():
     assert e.value.args[0].code() == KafkaError._MSG_TIMED_OUT
     with pytest.raises(TimeoutError):  # no report yet: unknown, the caller records info
         DeliveryFuture().get(0.01)
+
+
+def test_a_batch_waits_for_every_report_and_a_missing_one_is_a_timeout():
+    batch = DeliveryBatch()
+    futs = [DeliveryFuture(batch) for _ in range(3)]
+    futs[0].report(None, FakeRecord())  # a report may come before the wait starts
+    threading.Timer(0.05, futs[1].report, (KafkaError(KafkaError._MSG_TIMED_OUT), None)).start()
+    threading.Timer(0.1, futs[2].report, (None, FakeRecord())).start()
+    assert batch.wait(3, 5.0)
+    out = [f.outcome() for f in futs]
+    assert out[0] == out[2] == Delivered(2, 41) and isinstance(out[1], KafkaException)
+    short = DeliveryBatch()
+    late = [DeliveryFuture(short), DeliveryFuture(short)]
+    late[0].report(None, FakeRecord())
+    assert not short.wait(2, 0.05)  # one report never came: info for that record
+    assert isinstance(late[1].outcome(), TimeoutError)
 
 
 @pytest.mark.parametrize(

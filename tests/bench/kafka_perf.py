@@ -2,7 +2,8 @@
 
 For each client engine (`--client`, both by default), one after the other
 in this one process: a queuecheck run (acks=all, no faults, not checked)
-records its acknowledged messages per second; then, on the same cluster
+records its acknowledged messages per second (every client a producer, by
+default, as the perf tool); then, on the same cluster
 before the teardown, Kafka's `ProducerPerformance` (java -cp '<libs>/*', on
 a node over SSH) writes to a topic with the same settings. Prints each
 engine's figure next to the perf tool's, and their ratio.
@@ -95,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=200_000, help="perf tool records")
     ap.add_argument("--record-size", type=int, default=100, help="bytes per record (both)")
     ap.add_argument("--concurrency", type=int, default=10)
-    ap.add_argument("--producers", type=int)
+    ap.add_argument(
+        "--producers",
+        type=int,
+        help="producing clients (default: all of --concurrency: the perf tool only "
+        "produces, so the brokers serve no consumers in either measurement)",
+    )
     ap.add_argument("--send-batch", type=int, default=100, help="messages per send op")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument(
@@ -151,7 +157,7 @@ def measure(args: argparse.Namespace, client: str, console: Console) -> dict:
         **given(args, StoreOptions),
         time_limit=args.time,
         concurrency=args.concurrency,
-        producers=args.producers,
+        producers=args.producers or args.concurrency,
         nemesis=[],
         system_options=system_options,
         check=False,
