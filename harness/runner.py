@@ -175,6 +175,10 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
         if self.producers == self.concurrency and self.sink:
             raise RunError("--sink: needs consumers (--producers below --concurrency)")
         system = SYSTEMS[self.system]
+        try:
+            system.check_options(self.system_options)
+        except (OptionError, ValueError) as e:
+            raise RunError(str(e)) from None
         existing = self.existing()  # before any node is reached: the file's errors first
         if existing and existing.system != self.system:
             raise RunError(

@@ -116,6 +116,15 @@ class System:
         return out
 
     @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Each option class's own checks, before any node is reached (a bad
+        combination is refused by name, not after a cluster came up); the
+        system builds them again, with the run's context, once it is made.
+        Raises OptionError or ValueError naming the option."""
+        for c, mine in zip(cls.option_classes, cls.split_options(options), strict=True):
+            c(**mine)
+
+    @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group(cls.name)
         for c in cls.option_classes:
