@@ -220,7 +220,6 @@ class Interpreter:
         slot.client.abort()
         if crashed:
             slot.crash = None
-        if crashed:
             self.history.append(
                 {
                     "process": slot.process,

@@ -13,14 +13,18 @@ from checkers.delivery import ANOMALIES, PROPERTY_RULES
 from checkers.exercise import describe
 
 
+def property_rules() -> dict[str, tuple[str, ...]]:
+    """Each property and the counts it is made of, from every checker with rules."""
+    rules: dict[str, tuple[str, ...]] = {}
+    for checker_rules in (PROPERTY_RULES, offsets.PROPERTY_RULES, share.PROPERTY_RULES):
+        for name, counts in checker_rules.items():
+            rules[name] = tuple(dict.fromkeys(rules.get(name, ()) + tuple(counts)))
+    return rules
+
+
 def property_rule(name: str) -> tuple[str, ...]:
-    """The counts that decide a property, from both checkers."""
-    rule = (
-        PROPERTY_RULES.get(name, ())
-        + offsets.PROPERTY_RULES.get(name, ())
-        + share.PROPERTY_RULES.get(name, ())
-    )
-    return tuple(dict.fromkeys(rule))
+    """The counts that decide a property."""
+    return property_rules().get(name, ())
 
 
 HELD = {True: "[green]held[/]", False: "[bold red]VIOLATED[/]", "unknown": "[yellow]unknown[/]"}

@@ -20,7 +20,7 @@ from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
 from checkers.exercise import describe  # noqa: E402
 from nemesis.registry import COLOURS as NEMESIS_COLOURS  # noqa: E402
 
-from .console import held_word, recovery_line  # noqa: E402
+from .console import held_word, property_rules, recovery_line  # noqa: E402
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
 REPORT_FILE = "report.html"
@@ -228,22 +228,6 @@ def _hollow_note(doc: dict[str, Any]) -> str:
     if exercised:
         parts.append(f"<small id='exercised'>{_e(exercised)}</small>")
     return "".join(f" {x}" for x in parts)
-
-
-def property_rules() -> dict[str, tuple[str, ...]]:
-    """Each property and the counts it is made of (the offset checker adds its own)."""
-    from checkers.delivery import PROPERTY_RULES
-
-    rules = dict(PROPERTY_RULES)
-    try:  # the offset and share checkers add their own properties where present
-        from checkers import offsets, share
-
-        for checker in (offsets, share):
-            for name, counts in getattr(checker, "PROPERTY_RULES", {}).items():
-                rules[name] = tuple(dict.fromkeys(rules.get(name, ()) + tuple(counts)))
-    except ImportError:
-        pass
-    return rules
 
 
 def _anomalies(doc: dict[str, Any]) -> tuple[str, set[int]]:

@@ -178,18 +178,15 @@ def test_a_crash_point_strikes_while_the_next_delivery_is_processed(tmp_path):
     assert [(c["process"], c["value"]["point"]) for c in crashes] == [(0, "after-effect")]
 
 
-def test_a_producer_crashed_with_a_send_in_flight_leaves_that_send_info(tmp_path):
-    path = tmp_path / "history.jsonl"
+def one_sender(path, make_client, setup=lambda interp: None, sends=3):
+    """One slot sending one message a send (ids 0, 1, ...); `make_client()`
+    makes each process's client, `setup(interp)` runs before the start.
+    Returns the history and the clients, in order."""
     clients = []
-    left = iter(range(3))
-
-    class SlowSender(ScriptedClient):
-        def invoke(self, op):  # the broker would have said ok, a moment later
-            self.aborted.wait(0.2)
-            return complete(op, "ok", op["value"])
+    left = iter(range(sends))
 
     def new_client(slot):
-        clients.append(SlowSender("n1", None))
+        clients.append(make_client())
         return clients[-1]
 
     def next_op(slot):
@@ -198,10 +195,23 @@ def test_a_producer_crashed_with_a_send_in_flight_leaves_that_send_info(tmp_path
 
     with HistoryWriter(path) as h:
         interp = Interpreter(h, new_client, next_op, 1)
-        interp.crash([0], "send-in-flight")
+        setup(interp)
         interp.start()
         assert interp.join(timeout=10)
-    ops = list(read_history(path))
+    return list(read_history(path)), clients
+
+
+def test_a_producer_crashed_with_a_send_in_flight_leaves_that_send_info(tmp_path):
+    class SlowSender(ScriptedClient):
+        def invoke(self, op):  # the broker would have said ok, a moment later
+            self.aborted.wait(0.2)
+            return complete(op, "ok", op["value"])
+
+    ops, clients = one_sender(
+        tmp_path / "history.jsonl",
+        lambda: SlowSender("n1", None),
+        lambda interp: interp.crash([0], "send-in-flight"),
+    )
     completions = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
     assert [(c["process"], c["type"]) for c in completions] == [(0, "info"), (1, "ok"), (1, "ok")]
     assert "in flight" in completions[0]["error"]
@@ -230,32 +240,22 @@ def test_a_crash_asked_for_while_an_op_ends_info_strikes_the_successor(tmp_path)
     """A producer stuck in a long send when its crash is asked for, whose
     send then ends `info` (retired, not crashed): the crash still strikes,
     at the successor's next op."""
-    path = tmp_path / "history.jsonl"
-    clients = []
-    left = iter(range(3))
-    interp = None
+    interp = {}  # the one under test, once made
+    made = []
 
     class StuckThenUnknown(ScriptedClient):
         def invoke(self, op):
-            if len(clients) == 1:  # the first process: the crash comes mid-call
-                interp.crash([0], "send-in-flight")
+            if self is made[0]:  # the first process: the crash comes mid-call
+                interp["it"].crash([0], "send-in-flight")
                 return complete(op, "info", op["value"], "not every message confirmed")
             self.aborted.wait(0.2)
             return complete(op, "ok", op["value"])
 
-    def new_client(slot):
-        clients.append(StuckThenUnknown("n1", None))
-        return clients[-1]
+    def make_client():
+        made.append(StuckThenUnknown("n1", None))
+        return made[-1]
 
-    def next_op(slot):
-        i = next(left, None)
-        return None if i is None else {"f": "send", "value": {"msgs": [{"id": i, "queue": "q"}]}}
-
-    with HistoryWriter(path) as h:
-        interp = Interpreter(h, new_client, next_op, 1)
-        interp.start()
-        assert interp.join(timeout=10)
-    ops = list(read_history(path))
+    ops, _ = one_sender(tmp_path / "history.jsonl", make_client, lambda i: interp.update(it=i))
     completions = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
     assert [(c["process"], c["type"]) for c in completions] == [(0, "info"), (1, "info"), (2, "ok")]
     assert "in flight" in completions[1]["error"]

@@ -34,7 +34,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaError, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -214,11 +214,7 @@ class ShareQueueClient(ConfluentQueueClient):
                 return complete(op, "ok", {"msgs": msgs})
         return complete(op, "ok", {"msgs": []})
 
-    @staticmethod
-    def _close_consumer(c: ShareConsumer) -> None:
-        bounded(c.close, 5.0)
-
 
 def _refused_or_unknown(e: BaseException) -> str:
-    err = kafka_error(e) if isinstance(e, KafkaException) else None
+    err = kafka_error(e)
     return "fail" if err is not None and err.code() in REFUSED_CODES else "info"
