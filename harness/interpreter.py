@@ -271,6 +271,10 @@ class Interpreter:
             out.append({"process": slot.process, "node": slot.client.node, "point": point})
         return out
 
+    def crash_pending(self, index: int) -> bool:
+        """Whether the slot was asked to crash and has not yet."""
+        return self.slots[index].crash is not None
+
     # -- ending -----------------------------------------------------------
     def join(self, timeout: float) -> bool:
         """Waits for the workers to run out of ops; True if all finished."""

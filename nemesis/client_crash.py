@@ -63,10 +63,17 @@ class ClientCrashNemesis:
         crashed = []
         if self.target in ("consumers", "both") and self.consumers:
             point = rng.choice(CRASH_POINTS) if self.point == RANDOM else self.point
-            crashed += self.interpreter.crash([rng.choice(self.consumers)], point)
+            crashed += self.interpreter.crash([self._pick(self.consumers, rng)], point)
         if self.target in ("producers", "both") and self.producers:
-            crashed += self.interpreter.crash([rng.choice(self.producers)], IN_FLIGHT)
+            crashed += self.interpreter.crash([self._pick(self.producers, rng)], IN_FLIGHT)
         return {"crashed": crashed}
+
+    def _pick(self, slots: list[int], rng: random.Random) -> int:
+        """A slot with no crash pending, if there is one: a slot stuck in a long
+        op (a send retried under a partition) still holds its last crash, and
+        asking it again would record two crashes where one happens."""
+        free = [i for i in slots if not self.interpreter.crash_pending(i)]
+        return rng.choice(free or slots)
 
     def stop(self) -> Any:
         return None

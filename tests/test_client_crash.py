@@ -8,12 +8,17 @@ from nemesis.client_crash import ClientCrashNemesis
 class Marks:
     """Stands in for the interpreter's crash hook: notes what was asked."""
 
-    def __init__(self):
+    def __init__(self, pending=()):
         self.asked = []
+        self.pending = set(pending)  # slots whose crash has not struck yet
 
     def crash(self, slots, point):
         self.asked.append((slots[0], point))
+        self.pending.add(slots[0])
         return [{"process": slots[0], "point": point}]
+
+    def crash_pending(self, slot):
+        return slot in self.pending
 
 
 def test_both_crashes_a_consumer_at_its_point_and_a_producer_in_flight():
@@ -40,3 +45,17 @@ def test_producers_only_never_touches_a_consumer():
     fault = ClientCrashNemesis(marks, [2, 3], [0], target="producers")
     fault.start(random.Random(3))
     assert marks.asked == [(0, "send-in-flight")]
+
+
+def test_a_slot_whose_crash_is_still_pending_is_not_asked_again_while_another_is_free():
+    marks = Marks(pending=[0, 1])
+    fault = ClientCrashNemesis(marks, [], [0, 1, 2], target="producers")
+    for seed in range(20):
+        marks.pending = {0, 1}
+        marks.asked.clear()
+        fault.start(random.Random(seed))
+        assert marks.asked == [(2, "send-in-flight")]
+    # every one pending: one of them is asked again (a crash is never dropped)
+    marks.pending = {0, 1, 2}
+    fault.start(random.Random(0))
+    assert marks.asked[-1][0] in (0, 1, 2)

@@ -137,9 +137,11 @@ def test_crash_retires_the_process_at_its_next_op(tmp_path):
     with HistoryWriter(path) as h:
         interp = Interpreter(h, new_client, next_op, 1, 1.0)
         crashed = interp.crash([0])
+        assert interp.crash_pending(0)
         gate.set()
         interp.start()
         assert interp.join(timeout=10)
+        assert not interp.crash_pending(0)  # struck: the slot may be asked again
     ops = list(read_history(path))
     assert crashed == [{"process": 0, "node": "n1", "point": "next-op"}]
     assert clients[0].aborted.is_set()
