@@ -29,7 +29,7 @@ from rich.markup import escape
 from checkers.options import SparkOptions
 from nemesis.base import FaultContext, Nemesis
 from nemesis.client_crash import POINTS, TARGETS
-from nemesis.grudge import AIMED_SHAPES, SHAPES
+from nemesis.grudge import AIMED_SHAPES, DATA_ONLY_SHAPES, SHAPES
 from nemesis.iptables import heal_leftovers
 from nemesis.profiles import PROFILES
 from nemesis.profiles import help_text as profiles_help
@@ -110,7 +110,9 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
     partition_shapes: list[str] = option(
         default_factory=lambda: list(SHAPES),
         help="partition shapes, one at random per partition; isolate-primary cuts a leader "
-        "of the test's partitions or queues from the other brokers (not from clients)",
+        "of the test's partitions or queues from the other brokers (not from clients); "
+        "isolate-primary-data only from their replication, for brokers whose controllers "
+        "talk on a port of their own",
         choices=SHAPES + AIMED_SHAPES,
     )
     fault_targets: list[str] = option(
@@ -175,6 +177,12 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
         if self.producers == self.concurrency and self.sink:
             raise RunError("--sink: needs consumers (--producers below --concurrency)")
         system = SYSTEMS[self.system]
+        data_only = [s for s in self.partition_shapes if s in DATA_ONLY_SHAPES]
+        if data_only and "partition" in self.nemesis and system.replication_port is None:
+            raise RunError(
+                f"--partition-shapes {data_only[0]}: cuts the brokers' replication port "
+                f"alone, and {self.system} replicates on the port its nodes talk on"
+            )
         try:
             system.check_options(self.system_options)
         except (OptionError, ValueError) as e:

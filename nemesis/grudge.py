@@ -15,7 +15,11 @@ SHAPES = ("isolate", "halves", "bridge", "majorities-ring")
 # Shapes aimed at a node the broker names (targets.py): the leader alone,
 # cut from the other brokers but not from clients, which keeps acknowledging
 # what its followers never get; the classic acknowledged-then-truncated case.
-AIMED_SHAPES = ("isolate-primary",)
+# isolate-primary-data cuts only the brokers' data port (replication), so the
+# leader still reaches the controllers: it shrinks its in-sync set to itself
+# and goes on acknowledging alone, which a full cut (controllers too) prevents.
+AIMED_SHAPES = ("isolate-primary", "isolate-primary-data")
+DATA_ONLY_SHAPES = ("isolate-primary-data",)
 
 
 def grudge_of(g: nx.Graph | nx.DiGraph) -> Grudge:

@@ -11,7 +11,7 @@ from typing import Any
 from harness.nodes.remote import Remote
 
 from .base import FaultContext
-from .grudge import AIMED_SHAPES, SHAPES, isolated, random_grudge
+from .grudge import AIMED_SHAPES, DATA_ONLY_SHAPES, SHAPES, isolated, random_grudge
 from .iptables import PARTITION_CHAIN, Chain, on_all
 from .targets import pick
 
@@ -34,6 +34,14 @@ class PartitionNemesis:
         unknown = [s for s in self.shapes if s not in known]
         if unknown:
             raise ValueError(f"partition shape {unknown[0]!r} is not one of {', '.join(known)}")
+        # the port the brokers replicate on, apart from their controllers' (Kafka's)
+        self.data_port = getattr(db, "replication_port", None)
+        data_only = [s for s in self.shapes if s in DATA_ONLY_SHAPES]
+        if data_only and self.data_port is None:
+            raise ValueError(
+                f"partition shape {data_only[0]!r}: this cluster's brokers name no "
+                "replication port apart from their control traffic"
+            )
         self.chain = Chain(PARTITION_CHAIN)
         self._active = False
 
@@ -44,13 +52,21 @@ class PartitionNemesis:
         by_name = {n.name: n for n in self.nodes}
         shape, grudge, note = self._grudge(sorted(by_name), rng)
 
+        # data only: either end of a connection to the data port, whoever opened it
+        ports = [f"-p tcp --{end} {self.data_port} " for end in ("dport", "sport")]
+        matches = ports if shape in DATA_ONLY_SHAPES else [""]
+
         def cut(node: Remote) -> None:
             drops = sorted(grudge[node.name])
-            self.chain.add(node, [f"-s {by_name[d].spec.host} -j DROP" for d in drops])
+            rules = [f"-s {by_name[d].spec.host} {m}-j DROP" for d in drops for m in matches]
+            self.chain.add(node, rules)
 
         self._active = True
         on_all(self.nodes, cut)
-        return {"shape": shape, **note, "grudge": {n: sorted(d) for n, d in grudge.items()}}
+        value = {"shape": shape, **note, "grudge": {n: sorted(d) for n, d in grudge.items()}}
+        if shape in DATA_ONLY_SHAPES:
+            value["port"] = self.data_port
+        return value
 
     def _grudge(self, names: list[str], rng: random.Random):
         shape = rng.choice(self.shapes)

@@ -18,6 +18,11 @@ from harness.runner import RunError, RunOptions
         (["findings", "--runs", "0"], "--runs: 0 is below 1"),
         (["test", "--fault-targets", "boss"], "--fault-targets: 'boss' is not one of one"),
         (["test", "--partition-shapes", "isolate-boss"], "--partition-shapes: 'isolate-boss'"),
+        (
+            ["test", "--nemesis", "partition", "--partition-shapes", "isolate-primary-data"],
+            "--partition-shapes isolate-primary-data: cuts the brokers' replication port alone, "
+            "and rabbitmq replicates",
+        ),
         (["check", "/nonexistent/run"], "no history file"),
         (["test", "--cluster-file", "/nonexistent.json"], "cannot read"),
         (["test", "--sink", "kafka-txn"], "--sink kafka-txn: an output record committed"),

@@ -114,12 +114,16 @@ def test_primaries_and_controller_are_who_leads_right_now(kafka):
     admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap(), request_timeout_ms=10000)
     try:
         admin.create_topics([NewTopic("led", 1, 3, topic_configs={"min.insync.replicas": "2"})])
-        # a new topic's partitions reach the metadata a moment after it is made
-        assert wait_until(
-            lambda: admin.describe_topics(["led"])[0]["partitions"][0]["leader_id"] > 0,
-            errors_mean_not_yet=True,
-        )
-        leader = admin.describe_topics(["led"])[0]["partitions"][0]["leader_id"]
+        # a new topic's partitions reach the metadata a moment after it is made,
+        # and the next answer may still list none: the leader is the one seen
+        seen = []
+
+        def led() -> bool:
+            seen.append(admin.describe_topics(["led"])[0]["partitions"][0]["leader_id"])
+            return seen[-1] > 0
+
+        assert wait_until(led, errors_mean_not_yet=True)
+        leader = seen[-1]
     finally:
         admin.close()
     kafka.test_topics = ["led"]

@@ -114,6 +114,42 @@ def test_isolate_primary_cuts_the_leader_from_every_other_broker():
         PartitionNemesis(nodes, ["isolate-boss"])
 
 
+class Rules:
+    """Stands in for the partition's iptables chain: the rules added per node."""
+
+    def __init__(self):
+        self.added = {}
+
+    def add(self, node, rules):
+        self.added[node.name] = rules
+
+
+def test_isolate_primary_data_cuts_the_leaders_replication_port_and_nothing_else():
+    nodes = [
+        SimpleNamespace(name=n, spec=SimpleNamespace(host=f"h{n}")) for n in ("n1", "n2", "n3")
+    ]
+    kafka = Leaders(primaries=["n2"])
+    kafka.replication_port = 9092
+    part = PartitionNemesis(nodes, ["isolate-primary-data"], kafka)
+    part.chain = Rules()
+    value = part.start(random.Random(0))
+    assert value["shape"] == "isolate-primary-data" and value["isolated"] == "n2"
+    assert value["port"] == 9092
+    # either end of a connection on 9092, between the leader and each other broker;
+    # the controllers' port and the clients (not a node's address) pass
+    both = ["-p tcp --dport 9092", "-p tcp --sport 9092"]
+    assert part.chain.added["n2"] == [f"-s h{d} {m} -j DROP" for d in ("n1", "n3") for m in both]
+    assert part.chain.added["n1"] == [f"-s hn2 {m} -j DROP" for m in both]
+    # a plain isolate-primary still drops everything from the others
+    part = PartitionNemesis(nodes, ["isolate-primary"], kafka)
+    part.chain = Rules()
+    part.start(random.Random(0))
+    assert part.chain.added["n1"] == ["-s hn2 -j DROP"]
+    # a broker naming no replication port (RabbitMQ, an existing cluster) is refused
+    with pytest.raises(ValueError, match="'isolate-primary-data': this cluster's brokers name no"):
+        PartitionNemesis(nodes, ["isolate-primary-data"], Leaders())
+
+
 def test_rabbitmq_leaders_come_from_a_quorum_leader_or_a_classic_master_pid():
     """rabbitmqctl 3.10's own words: a quorum queue's leader, a classic
     queue's master pid (creation number included), another queue ignored."""

@@ -86,6 +86,9 @@ class System:
     demo: ClassVar[Preset | None] = None
     matrix_rows: ClassVar[list[Preset]] = []
     findings: ClassVar[list[Finding]] = []
+    # the port its brokers replicate on, apart from their control traffic
+    # (--partition-shapes isolate-primary-data cuts it alone); None: no such port
+    replication_port: ClassVar[int | None] = None
 
     # What the generator and the final phase need.
     send_batch: int = 1  # messages per send op (or send mops per txn op)

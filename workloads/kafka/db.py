@@ -131,6 +131,7 @@ def version_key(version: str) -> tuple[int, ...]:
 
 class Kafka(PidfileProcess):
     name = "kafka"
+    replication_port = PORT  # the controllers talk on CONTROLLER_PORT
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
         self.nodes = nodes

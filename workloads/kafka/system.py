@@ -24,7 +24,7 @@ from . import claims
 from .admin import create_topic, leaderless, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
 from .confluent import ConfluentQueueClient, PolledProducer, close_polled, producer_config
-from .db import Kafka, KafkaOptions
+from .db import PORT, Kafka, KafkaOptions
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
 from .share import ShareQueueClient, set_share_group, share_group_config
@@ -41,6 +41,7 @@ class KafkaSystem(System):
         TXN_SINK: "an output record committed in one transaction with the consumed offsets"
     }
     own_sink_claims = claims.SINK_CLAIMS
+    replication_port = PORT  # clients and replication; KRaft's controllers on their own
     demo = Preset(
         "demo-kafka-acks-all",
         "Kafka KRaft, acks=all, idempotent producer, min.insync.replicas=2, consumer group",
@@ -103,16 +104,26 @@ class KafkaSystem(System):
         Finding(
             Preset(
                 "kafka-unclean-min-isr-1",
-                "Kafka acks=all, min.insync.replicas=1, unclean leader election, leaders "
-                "isolated and killed",
+                "Kafka acks=all, min.insync.replicas=1, unclean leader election, the "
+                "leader's replication cut, then the leader killed",
                 {
                     "nemesis_profile": "leaders",
+                    # A full cut also cuts the leader from the KRaft controllers: its
+                    # in-sync set cannot shrink and its writes wait (0 of 10 runs
+                    # caught). Cut replication alone: the leader shrinks the set to
+                    # itself (replica.lag.time.max.ms, 5 s) and acknowledges alone;
+                    # 10 s into the cut it is killed, and the controller, finding no
+                    # in-sync replica alive, elects one that lacks those writes.
+                    "partition_shapes": ["isolate-primary-data"],
+                    "nemesis_overlap": True,  # the kill half an interval into the cut
+                    "nemesis_interval": 20.0,
                     **ENQUEUE_THEN_DRAIN,
                     "system": "kafka",
                     "system_options": {
                         "acks": "all",
                         "min_insync_replicas": 1,
                         "unclean_leader_election": True,
+                        "partitions": 1,  # one leader: the kill strikes it alone
                     },
                 },
             ),
