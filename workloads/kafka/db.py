@@ -235,6 +235,10 @@ class Kafka(PidfileProcess):
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             "share.coordinator.state.topic.replication.factor": internal_rf,
             "share.coordinator.state.topic.min.isr": min(2, internal_rf),
+            "share.coordinator.state.topic.num.partitions": 10,
+            # a share group whose initialisation failed (a broker down) is
+            # retried in 5 s, not 30 (below offsets.commit.timeout.ms, 5 s, it is that)
+            "group.share.initialize.retry.interval.ms": 5000,
             # share groups: locks and heartbeats in seconds, so a test's
             # redeliveries and reassignments happen within it
             "group.share.min.record.lock.duration.ms": 1000,

@@ -23,7 +23,9 @@ share`, on confluent-kafka's ShareConsumer in explicit acknowledgement mode.
 
 The group's settings are set at `prepare` (group configs: share.auto.offset.
 reset=earliest, the lock duration, the delivery count limit) and recorded in
-test.json, where checkers/share.py reads the limit.
+test.json, where checkers/share.py reads the limit. Then the group is warmed
+up: its share partitions are initialised before the main phase (see
+`warm_up_share_group`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition
 
 from ..client import Op, complete, describe, process_delivery
+from ..db import DBError
 from .client import ACK_TYPES, ConnectFailed, bounded, history_msg
 from .confluent import ConfluentQueueClient, kafka_error
 
@@ -60,6 +65,7 @@ assert set(ACK_OF) == set(ACK_TYPES)
 # acknowledgement certainly did not apply.
 REFUSED_CODES = frozenset({KafkaError.INVALID_RECORD_STATE})
 DRAIN_QUIET_MARGIN = 5.0  # seconds past the lock a drain waits for nothing more to come
+SHARE_STATE_TOPIC = "__share_group_state"  # where the share coordinators keep their state
 
 
 def share_group_config(opts) -> dict[str, str]:
@@ -84,6 +90,49 @@ def set_share_group(bootstrap: str, opts, timeout: float) -> None:
             fut.result(timeout)
         except Exception as e:  # noqa: BLE001 - worded for the user
             raise ValueError(f"share group {opts.group!r}: cannot set its configs: {e}") from None
+
+
+def warm_up_share_group(bootstrap: str, opts, partitions: int, deadline: float) -> None:
+    """Has a share consumer join the run's group until the broker has
+    initialised its share partitions: one state record per partition in
+    __share_group_state. Done lazily by the main phase's first consumers, it
+    takes seconds (that topic is created then), and a failed initialisation
+    is retried only after group.share.initialize.retry.interval.ms: a broker
+    killed in those seconds left every share consumer with nothing for the
+    rest of a run. Raises DBError naming the group when not done in time."""
+    before = state_records(bootstrap)
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": opts.group,
+            "client.id": "queuecheck-warm-up",
+            "share.acknowledgement.mode": "explicit",
+            "logger": log,
+        }
+    )
+    c.subscribe([opts.topic])
+    end = time.monotonic() + deadline
+    try:
+        while state_records(bootstrap) < before + partitions:
+            if time.monotonic() > end:
+                raise DBError(
+                    f"share group {opts.group!r}: its {partitions} share partitions were not "
+                    f"initialised (state records in {SHARE_STATE_TOPIC}) within {deadline:.0f} s"
+                )
+            c.poll(timeout=0.5)  # heartbeats: the group coordinator initialises on them
+    finally:
+        c.close()
+
+
+def state_records(bootstrap: str) -> int:
+    """How many records __share_group_state holds (0 before it exists)."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="queuecheck-warm-up")
+    try:
+        parts = c.partitions_for_topic(SHARE_STATE_TOPIC) or set()
+        ends = c.end_offsets([TopicPartition(SHARE_STATE_TOPIC, p) for p in parts]) if parts else {}
+        return sum(ends.values())
+    finally:
+        c.close()
 
 
 def acquired(records) -> list[dict]:

@@ -27,7 +27,7 @@ from .confluent import ConfluentQueueClient, PolledProducer, close_polled, produ
 from .db import PORT, Kafka, KafkaOptions
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
-from .share import ShareQueueClient, set_share_group, share_group_config
+from .share import ShareQueueClient, set_share_group, share_group_config, warm_up_share_group
 from .txn import KafkaTxnClient
 
 TXN_SINK = "kafka-txn"
@@ -370,6 +370,12 @@ class KafkaSystem(System):
         self.db.test_topics = self.topics()  # the upgrade's ISR checks, the faults' leaders
         if self.options.consumer_mode == "share":
             set_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)
+            warm_up_share_group(
+                self.db.bootstrap(),
+                self.options,
+                self.options.partitions,
+                deadline=self.db.opts.ready_timeout,
+            )
         if self.ctx.existing:
             self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
         warm_up(
