@@ -81,24 +81,29 @@ def test_a_failing_fault_is_recorded_with_its_error(tmp_path):
 
 
 class SlowFault(Fault):
-    """Each start and stop takes 60% of the interval (an SSH round trip on a
-    loaded machine, or a broker restart)."""
+    """Each start and stop takes `delay` s, 60% of the interval (an SSH round
+    trip on a loaded machine, or a broker restart)."""
+
+    def __init__(self, name, delay=0.06):
+        super().__init__(name)
+        self.delay = delay
 
     def start(self, rng):
-        time.sleep(0.06)
+        time.sleep(self.delay)
         return super().start(rng)
 
     def stop(self):
-        time.sleep(0.06)
+        time.sleep(self.delay)
         return super().stop()
 
 
 def test_slow_actions_do_not_push_the_faults_out_of_a_short_run(tmp_path):
-    """Three kinds at interval 0.1 in 0.65 s: the starts fall at about 0.1,
-    0.3 and 0.5 s. Were each wait a full interval after a 0.06 s action,
-    the third would come at 0.82 s, after the run."""
-    faults = [SlowFault("partition"), SlowFault("kill"), SlowFault("pause")]
-    ops, _ = run_schedule(tmp_path, faults, 0.65, interval=0.1)
+    """Three kinds at interval 0.4 in 2.6 s: the starts fall at about 0.4,
+    1.2 and 2.0 s. Were each wait a full interval after a 0.24 s action,
+    the third would come at 3.28 s, after the run. (Intervals this long leave
+    a loaded machine's thread scheduling a third of a second of slack.)"""
+    faults = [SlowFault(kind, delay=0.24) for kind in ("partition", "kill", "pause")]
+    ops, _ = run_schedule(tmp_path, faults, 2.6, interval=0.4)
     started = {op["f"] for op in ops if op["f"].startswith("start-") and op["value"]}
     assert started == {"start-partition", "start-kill", "start-pause"}
 

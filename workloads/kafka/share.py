@@ -111,15 +111,21 @@ def warm_up_share_group(bootstrap: str, opts, partitions: int, deadline: float) 
         }
     )
     c.subscribe([opts.topic])
-    end = time.monotonic() + deadline
+    end, why = time.monotonic() + deadline, ""
     try:
-        while state_records(bootstrap) < before + partitions:
+        while True:
+            c.poll(timeout=0.5)  # heartbeats: the group coordinator initialises on them
+            try:
+                if state_records(bootstrap) >= before + partitions:
+                    return
+            except Exception as e:  # noqa: BLE001 - not ready yet; said if it lasts
+                why = f" (last: {describe(e)})"
             if time.monotonic() > end:
                 raise DBError(
                     f"share group {opts.group!r}: its {partitions} share partitions were not "
                     f"initialised (state records in {SHARE_STATE_TOPIC}) within {deadline:.0f} s"
+                    + why
                 )
-            c.poll(timeout=0.5)  # heartbeats: the group coordinator initialises on them
     finally:
         c.close()
 

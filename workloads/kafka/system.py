@@ -134,6 +134,28 @@ class KafkaSystem(System):
         ),
         Finding(
             Preset(
+                "kafka-min-isr-2-replication-cut",
+                "Kafka acks=all, min.insync.replicas=2, clean election, the leader's "
+                "replication cut, then the leader killed",
+                {
+                    # kafka-unclean-min-isr-1's faults, seed for seed: what it loses
+                    # comes from its configuration, not from the faults
+                    "nemesis_profile": "leaders",
+                    "partition_shapes": ["isolate-primary-data"],
+                    "nemesis_overlap": True,
+                    "nemesis_interval": 20.0,
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "kafka",
+                    "system_options": {"acks": "all", "partitions": 1},
+                },
+            ),
+            {"at-least-once": True},
+            "the control of kafka-unclean-min-isr-1: the leader cut off from its followers "
+            "cannot acknowledge alone (two in-sync replicas needed), and only an in-sync "
+            "replica may follow it",
+        ),
+        Finding(
+            Preset(
                 "kafka-acks-all-min-isr-2",
                 "Kafka acks=all, idempotent producer, min.insync.replicas=2, leaders isolated "
                 "and killed",
