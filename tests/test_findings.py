@@ -11,6 +11,7 @@ from harness.findings import (
     observe,
     summarise,
 )
+from workloads.kafka.db import KafkaOptions
 from workloads.system import Finding, Preset
 
 BAD = Finding(Preset("bad", "acks=1"), {"at-least-once": False}, "loses")
@@ -79,3 +80,20 @@ def test_every_row_is_known_bad_or_a_control_and_says_what_it_teaches():
     for f in FINDINGS:
         assert f.teaches and f.expect
         assert len(set(f.expect.values())) == 1, f"{f.preset.name} mixes bad and good"
+
+
+def test_the_unclean_elections_control_meets_the_same_faults_on_a_safe_configuration():
+    """What kafka-unclean-min-isr-1 loses must come from its configuration:
+    its control differs from it in the broker's settings alone."""
+    rows = {f.preset.name: f for f in FINDINGS}
+    bad, good = rows["kafka-unclean-min-isr-1"], rows["kafka-min-isr-2-replication-cut"]
+    assert bad.known_bad and not good.known_bad
+    strip = lambda f: {k: v for k, v in f.preset.options.items() if k != "system_options"}  # noqa: E731
+    assert strip(bad) == strip(good)
+    assert strip(good)["partition_shapes"] == ["isolate-primary-data"]
+    safe, unsafe = good.preset.options["system_options"], bad.preset.options["system_options"]
+    assert (unsafe["min_insync_replicas"], unsafe["unclean_leader_election"]) == (1, True)
+    assert "min_insync_replicas" not in safe and "unclean_leader_election" not in safe
+    defaults = KafkaOptions()
+    assert (defaults.min_insync_replicas, defaults.unclean_leader_election) == (2, False)
+    assert safe["partitions"] == unsafe["partitions"] == 1

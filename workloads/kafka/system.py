@@ -32,6 +32,20 @@ from .txn import KafkaTxnClient
 
 TXN_SINK = "kafka-txn"
 
+# The faults that catch unclean election. A full cut also cuts the leader from
+# the KRaft controllers: its in-sync set cannot shrink and its writes wait (0
+# of 10 runs caught). Cut replication alone: the leader shrinks the set to
+# itself (replica.lag.time.max.ms, 5 s) and, if min.insync.replicas allows,
+# acknowledges alone; 10 s into the cut it is killed, and the controller,
+# finding no in-sync replica alive, may elect one that lacks those writes.
+REPLICATION_CUT_THEN_KILL = {
+    "nemesis_profile": "leaders",
+    "partition_shapes": ["isolate-primary-data"],
+    "nemesis_overlap": True,  # the kill half an interval into the cut
+    "nemesis_interval": 20.0,
+    **ENQUEUE_THEN_DRAIN,
+}
+
 
 class KafkaSystem(System):
     name = "kafka"
@@ -107,17 +121,7 @@ class KafkaSystem(System):
                 "Kafka acks=all, min.insync.replicas=1, unclean leader election, the "
                 "leader's replication cut, then the leader killed",
                 {
-                    "nemesis_profile": "leaders",
-                    # A full cut also cuts the leader from the KRaft controllers: its
-                    # in-sync set cannot shrink and its writes wait (0 of 10 runs
-                    # caught). Cut replication alone: the leader shrinks the set to
-                    # itself (replica.lag.time.max.ms, 5 s) and acknowledges alone;
-                    # 10 s into the cut it is killed, and the controller, finding no
-                    # in-sync replica alive, elects one that lacks those writes.
-                    "partition_shapes": ["isolate-primary-data"],
-                    "nemesis_overlap": True,  # the kill half an interval into the cut
-                    "nemesis_interval": 20.0,
-                    **ENQUEUE_THEN_DRAIN,
+                    **REPLICATION_CUT_THEN_KILL,
                     "system": "kafka",
                     "system_options": {
                         "acks": "all",
@@ -138,13 +142,9 @@ class KafkaSystem(System):
                 "Kafka acks=all, min.insync.replicas=2, clean election, the leader's "
                 "replication cut, then the leader killed",
                 {
-                    # kafka-unclean-min-isr-1's faults, seed for seed: what it loses
-                    # comes from its configuration, not from the faults
-                    "nemesis_profile": "leaders",
-                    "partition_shapes": ["isolate-primary-data"],
-                    "nemesis_overlap": True,
-                    "nemesis_interval": 20.0,
-                    **ENQUEUE_THEN_DRAIN,
+                    # kafka-unclean-min-isr-1's faults, seed for seed: what that row
+                    # loses comes from its configuration, not from the faults
+                    **REPLICATION_CUT_THEN_KILL,
                     "system": "kafka",
                     "system_options": {"acks": "all", "partitions": 1},
                 },
