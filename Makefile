@@ -76,10 +76,10 @@ detection: setup kafka-jars
 
 # The unit tests in two workers: most of their time is the Spark checker's
 # per-job latency, not CPU. The cluster tests one at a time: their faults and
-# timeouts are measured in seconds of a quiet machine.
+# timeouts are measured in seconds of a quiet machine. Both always run; either failing fails.
 test: setup kafka-jars
-	$(BIN)/pytest -q -m 'not integration' -n 2 --durations=10
-	$(BIN)/pytest -q -m integration --durations=25
+	unit=0; $(BIN)/pytest -q -m 'not integration' -n 2 --durations=10 || unit=$$?; \
+	$(BIN)/pytest -q -m integration --durations=25 || exit $$?; exit $$unit
 
 unit: setup
 	$(BIN)/pytest -q -m 'not integration' -n 2
