@@ -74,15 +74,11 @@ findings: setup kafka-jars
 detection: setup kafka-jars
 	$(BIN)/queuecheck findings --runs 10
 
-# The unit tests in two workers: most of their time is the Spark checker's
-# per-job latency, not CPU. The cluster tests one at a time: their faults and
-# timeouts are measured in seconds of a quiet machine. Both always run; either failing fails.
 test: setup kafka-jars
-	unit=0; $(BIN)/pytest -q -m 'not integration' -n 2 --durations=10 || unit=$$?; \
-	$(BIN)/pytest -q -m integration --durations=25 || exit $$?; exit $$unit
+	$(BIN)/pytest -q --durations=25
 
 unit: setup
-	$(BIN)/pytest -q -m 'not integration' -n 2
+	$(BIN)/pytest -q -m 'not integration'
 
 bench: setup
 	$(BIN)/python -m tests.bench.checker_bench
