@@ -92,7 +92,26 @@ def set_share_group(bootstrap: str, opts, timeout: float) -> None:
             raise ValueError(f"share group {opts.group!r}: cannot set its configs: {e}") from None
 
 
-def warm_up_share_group(bootstrap: str, opts, partitions: int, deadline: float) -> None:
+def share_consumer(
+    bootstrap: str, opts, client_id: str, extra: dict | None = None
+) -> ShareConsumer:
+    """A share consumer of the run's group, subscribed to its topic, in
+    explicit acknowledgement mode."""
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": opts.group,
+            "client.id": client_id,
+            "share.acknowledgement.mode": "explicit",
+            "logger": log,
+            **(extra or {}),
+        }
+    )
+    c.subscribe([opts.topic])
+    return c
+
+
+def warm_up_share_group(bootstrap: str, opts, deadline: float) -> None:
     """Has a share consumer join the run's group until the broker has
     initialised its share partitions: one state record per partition in
     __share_group_state. Done lazily by the main phase's first consumers, it
@@ -100,17 +119,8 @@ def warm_up_share_group(bootstrap: str, opts, partitions: int, deadline: float) 
     is retried only after group.share.initialize.retry.interval.ms: a broker
     killed in those seconds left every share consumer with nothing for the
     rest of a run. Raises DBError naming the group when not done in time."""
-    before = state_records(bootstrap)
-    c = ShareConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": opts.group,
-            "client.id": "queuecheck-warm-up",
-            "share.acknowledgement.mode": "explicit",
-            "logger": log,
-        }
-    )
-    c.subscribe([opts.topic])
+    before, partitions = state_records(bootstrap), opts.partitions
+    c = share_consumer(bootstrap, opts, "queuecheck-warm-up")
     end, why = time.monotonic() + deadline, ""
     try:
         while True:
@@ -163,19 +173,15 @@ class ShareQueueClient(ConfluentQueueClient):
         self._rng = random.Random()  # which acknowledgement: no claim depends on it
 
     def _new_share_consumer(self, client_id: str) -> ShareConsumer:
-        c = ShareConsumer(
+        return share_consumer(
+            self.bootstrap,
+            self.opts,
+            client_id,
             {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.opts.group,
-                "client.id": client_id,
-                "share.acknowledgement.mode": "explicit",
                 "socket.timeout.ms": max(1000, int(self.deadline * 400)),
                 "reconnect.backoff.max.ms": 1000,
-                "logger": log,
-            }
+            },
         )
-        c.subscribe([self.opts.topic])
-        return c
 
     # -- receive ----------------------------------------------------------
     def _consumer_open(self) -> ShareConsumer:

@@ -392,12 +392,7 @@ class KafkaSystem(System):
         self.db.test_topics = self.topics()  # the upgrade's ISR checks, the faults' leaders
         if self.options.consumer_mode == "share":
             set_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)
-            warm_up_share_group(
-                self.db.bootstrap(),
-                self.options,
-                self.options.partitions,
-                deadline=self.db.opts.ready_timeout,
-            )
+            warm_up_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)
         if self.ctx.existing:
             self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
         warm_up(
