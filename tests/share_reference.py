@@ -5,7 +5,10 @@ share checker must agree with it exactly (tests/test_share_checker.py).
 
 Readings where the prose leaves a choice: an "unknown read" is a
 `receive` or `drain` invoke whose completion is not ok or fail (info, or
-none); an acknowledged id is one in an ok `send` completion.
+none); an acknowledged id is one in an ok `send` completion; a fault is a
+nemesis `start-`/`stop-` op with a value, not of crash-client, or a client
+`crash` op; a record's last sight is the index of its last ok delivery or
+of the last completed ack of it, whichever is later.
 """
 
 from __future__ import annotations
@@ -38,6 +41,28 @@ def share_reference(ops: list[dict], limit: int, final_read_complete: bool = Tru
         elif f == "ack" and typ != "invoke":
             acks += [(m["id"], m["ack"], typ, m.get("delivery_count"), op["index"]) for m in msgs]
     unknown = max(0, invoked - completed)
+    faults = [
+        op["index"]
+        for op in ops
+        if (
+            op["process"] == "nemesis"
+            and op.get("value") is not None
+            and op["f"].startswith(("start-", "stop-"))
+            and not op["f"].endswith("-crash-client")
+        )
+        or (op["process"] != "nemesis" and op["f"] == "crash")
+    ]
+    last_sight: dict[int, int] = {}
+    for op in client:
+        if (op["f"] in READS and op["type"] == "ok") or (
+            op["f"] == "ack" and op["type"] != "invoke"
+        ):
+            for m in (op.get("value") or {}).get("msgs") or []:
+                last_sight[m["id"]] = max(last_sight.get(m["id"], -1), op["index"])
+
+    def unseen(after: int) -> int:
+        """Acquisitions the application may not have seen after `after`."""
+        return unknown + sum(1 for f in faults if f > after)
 
     counts_of: dict[int, int] = defaultdict(int)
     max_dc: dict[int, int] = {}
@@ -57,14 +82,14 @@ def share_reference(ops: list[dict], limit: int, final_read_complete: bool = Tru
         seen = max_dc.get(i, 0)
         if seen >= limit:
             archived.add(i)
-        elif seen + unknown >= limit:
+        elif seen + unseen(last_sight.get(i, -1)) >= limit:
             archived_unseen.add(i)
         else:
             unaccepted.add(i)
     over = {i for i, dc in deliveries if dc is not None and dc > limit}
     not_redelivered = set()
-    for i, a, t, d, _ in acks:
-        if a == "release" and t == "ok" and d + unknown < limit:
+    for i, a, t, d, at in acks:
+        if a == "release" and t == "ok" and d + unseen(at) < limit:
             if not any(j == i and dc is not None and dc > d for j, dc in deliveries):
                 not_redelivered.add(i)
 
