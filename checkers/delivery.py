@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from .base import UNKNOWN, CheckResult, Property
 from .load import ACK, ATTEMPT, DELIVER, DRAIN, EFFECT, FAIL, INFO, OPEN_ATTEMPT, LoadedHistory
+from .spark import by_id
 
 EXAMPLES = 5
 
@@ -179,14 +180,15 @@ def counts_and_examples(
     observed = ids.observe(obs, *(F.sum(F.col(f"`{n}`").cast("long")).alias(n) for n in COUNTS))
     names = F.array(*(F.when(F.col(f"`{n}`"), F.lit(n)) for n in ANOMALIES))
     rank = F.row_number().over(Window.partitionBy("name").orderBy("id"))
-    rows = (
+    picked = (
         observed.filter(F.greatest(*(F.col(f"`{n}`") for n in ANOMALIES)))
         .select("*", F.explode(F.filter(names, lambda n: n.isNotNull())).alias("name"))
         .select("*", rank.alias("rank"))
         .filter(F.col("rank") <= EXAMPLES)
         .orderBy("name", "rank")
-        .collect()
     )
+    with by_id(ev.sparkSession):
+        rows = picked.collect()
     counts = {n: int(obs.get.get(n) or 0) for n in COUNTS}
     anomalies: dict[str, dict[str, Any]] = {
         name: {"count": counts[name], "examples": []} for name in ANOMALIES if counts[name] > 0

@@ -6,8 +6,8 @@ twice. Such a pass is *hollow*: still valid (the contract's `valid` does not
 change), but reported as such, so nobody mistakes it for evidence.
 
 `ExerciseChecker` counts what the run went through, with one tiny aggregation
-over `history.ops` (its columns are the same from the JSONL and from the
-sidecar, so both give the same answer). They go into the result's `info`,
+over `history.ops`, or takes the same counts from the sidecar's manifest,
+where its writer kept them as the ops went by. They go into the result's `info`,
 hence into results.json's `history` object (optional fields):
 
     faults                  {kind: starts}: nemesis `start-<kind>` ops. The
@@ -75,6 +75,8 @@ class ExerciseChecker:
     properties = ()
 
     def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
+        if history.facts.tally is not None:  # counted by the sidecar's writer
+            return CheckResult(info=exercise_counts(history.facts.tally))
         f, is_client = F.col("f"), F.col("is_client")
         wanted = ~F.col("bad") & (
             (~is_client & f.startswith(START)) | (is_client & f.isin("crash", "txn"))

@@ -41,12 +41,20 @@ from harness.history.contract import (
     no_operations,
     pairing_problem,
 )
+from harness.history.roles import (
+    ACK,
+    ATTEMPT,
+    DELIVER,
+    EFFECT,
+    FAIL,
+    INFO,
+    OPEN_ATTEMPT,
+)
+from harness.history.roles import (
+    DRAIN_READ as DRAIN,
+)
 
-from .schema import CHECK_LINE, CORRUPT, MSG, OP, SENTINEL, STRICT_JSON, TYPES_OF
-
-# The capacity in which an op mentions a message. ATTEMPTs of invokes that
-# never completed become OPEN_ATTEMPT once the pairing pass has found them.
-ATTEMPT, ACK, FAIL, INFO, OPEN_ATTEMPT, DELIVER, DRAIN, EFFECT = range(8)
+from .schema import CHECK_LINE, CORRUPT, MSG, OP, SENTINEL, STRICT_JSON, TYPES_OF, spark_schema
 
 
 @dataclass
@@ -63,6 +71,9 @@ class HistoryFacts:
     # checks have work to do.
     offset_ops: int = 0
     ok_txns: int = 0
+    # (f, type, is_client, ops) groups for checkers/exercise.py, when the
+    # sidecar's writer counted them (else that checker counts them in Spark)
+    tally: list[tuple[str, str, bool, int]] | None = None
 
     @property
     def final_read_complete(self) -> bool:
@@ -134,15 +145,11 @@ class LoadedHistory:
         )
 
     def _sidecar_message_rows(self, markers: tuple[str, ...]) -> DataFrame:
+        """The sidecar keeps a row for every marker op that counts (role
+        RESET, ok or info: sidecar.py), with its `role`."""
         fields = ("index", "proc", "f", "type", "mop", "pos", "id", "queue", "partition", "offset")
-        msgs = self.spark.read.parquet(str(self.files["msgs"]))
-        rows = msgs.filter(F.col("f").isin(*MESSAGE_FS)).select(*fields)
-        if not markers:
-            return rows
-        ops = self.spark.read.parquet(str(self.files["ops"]))
-        none = [F.lit(None).cast(rows.schema[k].dataType).alias(k) for k in fields[4:]]
-        marks = ops.filter(~F.col("nemesis") & F.col("f").isin(*markers))
-        return rows.unionByName(marks.select("index", "proc", "f", "type", *none))
+        msgs = _sidecar_msgs(self.spark, self.files)
+        return msgs.filter(F.col("f").isin(*MESSAGE_FS, *markers)).select(*fields, "role")
 
 
 def _json_ops(spark: SparkSession, p: Path) -> DataFrame:
@@ -156,16 +163,6 @@ def _json_ops(spark: SparkSession, p: Path) -> DataFrame:
     return annotate(raw)
 
 
-def _sidecar_offset_ops(spark: SparkSession, files: dict[str, Path]) -> int:
-    """1 if any message of a message op (MESSAGE_FS) in the sidecar has an
-    offset, else 0: as in `_has_offset`, rows of other fs (which older
-    writers kept) never count. Cheap: Parquet statistics skip row groups
-    whose offsets are all null."""
-    msgs = spark.read.parquet(str(files["msgs"]))
-    positioned = F.col("offset").isNotNull() & F.col("f").isin(*MESSAGE_FS)
-    return msgs.filter(positioned).limit(1).count()
-
-
 def _jsonl_occurrences(ops: DataFrame) -> DataFrame:
     wanted = F.col("is_client") & ~F.col("bad") & F.col("f").isin(*VALUE_FS)
     return (
@@ -176,20 +173,31 @@ def _jsonl_occurrences(ops: DataFrame) -> DataFrame:
     )
 
 
+def _sidecar_msgs(spark: SparkSession, files: dict[str, Path]) -> DataFrame:
+    # The schema given, not inferred: inferring it is a Spark job of its own.
+    return spark.read.schema(spark_schema(sidecar.MSGS_SCHEMA)).parquet(str(files["msgs"]))
+
+
 def _sidecar_frames(spark: SparkSession, files: dict[str, Path]) -> tuple[DataFrame, DataFrame]:
-    """The sidecar was validated op by op when written: nothing is `bad`."""
-    ops = spark.read.parquet(str(files["ops"])).select(
-        "index",
-        "proc",
-        "type",
-        "f",
-        (~F.col("nemesis")).alias("is_client"),
-        F.lit(False).alias("bad"),
+    """The sidecar was validated op by op when written: nothing is `bad`.
+    Each message row carries its role, so no string is compared per row."""
+    ops = (
+        spark.read.schema(spark_schema(sidecar.OPS_SCHEMA))
+        .parquet(str(files["ops"]))
+        .select(
+            "index",
+            "proc",
+            "type",
+            "f",
+            (~F.col("nemesis")).alias("is_client"),
+            F.lit(False).alias("bad"),
+        )
     )
-    msgs = spark.read.parquet(str(files["msgs"]))
-    occ = msgs.select(
-        "index", "id", role_of(F.col("f"), F.col("type"), F.col("mop")).alias("role"), "n"
-    ).filter(F.col("role").isNotNull())
+    occ = (
+        _sidecar_msgs(spark, files)
+        .filter(F.col("role") <= EFFECT)
+        .select("index", "id", F.col("role").cast("int").alias("role"), "n")
+    )
     return ops, occ
 
 
@@ -362,10 +370,6 @@ def _has_offset(ops: DataFrame) -> Column:
     ).isNotNull()
     has = F.when(f == "txn", txn).when(f.isin(*MESSAGE_FS), plain)
     return F.coalesce(has, F.lit(False))
-
-
-def _dec(name: str) -> Column:
-    return F.col(name).cast("decimal(38,0)")
 
 
 def _count_if(c: Column) -> Column:
@@ -755,43 +759,6 @@ def _problem_at(
     )
 
 
-# The sidecar ----------------------------------------------------------------
-
-
-def _sidecar_facts(ops: DataFrame) -> dict | None:
-    """The sidecar's ops were validated one by one when written and carry
-    the writer's indexes, so file order is index order: one job pairs them
-    (exactly) and checks the indexes are 0..n-1. None if anything is off:
-    the JSONL then decides, and names the line."""
-    rows = _with_pairing(ops, ("index",), ())
-    r = (
-        rows.agg(
-            F.count(F.lit(1)).alias("n"),
-            F.min("index").alias("min_index"),
-            F.max("index").alias("max_index"),
-            # decimal: the sum of squares of 10^8 indexes overflows a long;
-            # try_: a sum beyond even that is null (so wrong), not a failure
-            F.try_sum(_dec("index")).alias("sum_index"),
-            F.try_sum(_dec("index") * _dec("index")).alias("sum_sq_index"),
-            _count_if(F.col("pairing_bad")).alias("pairing_bad"),
-            *_fact_aggs(),
-        )
-        .first()
-        .asDict()
-    )
-    n = r["n"]
-    indexes_ok = n > 0 and (
-        r["min_index"] == 0
-        and r["max_index"] == n - 1
-        and r["sum_index"] == n * (n - 1) // 2
-        and r["sum_sq_index"] == (n - 1) * n * (2 * n - 1) // 6
-    )
-    if not indexes_ok or r["pairing_bad"]:
-        return None
-    r.update(ops=n)
-    return r
-
-
 def load_history(
     spark: SparkSession, path: str | os.PathLike, use_sidecar: bool = True
 ) -> LoadedHistory:
@@ -804,12 +771,13 @@ def load_history(
     p = history_path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no history at {p}")
-    files = sidecar.usable(p) if use_sidecar else None
-    if files:
+    manifest = sidecar.manifest(p) if use_sidecar else None
+    if manifest:
+        # The writer paired and counted every op as it went: no job here.
+        files = sidecar.paths(p)
         ops, occ = _sidecar_frames(spark, files)
-        facts = _sidecar_facts(ops)
-        if facts is not None:
-            return _loaded(spark, p, ops, occ, facts, None, "sidecar", files)
+        manifest["tally"] = [tuple(t) for t in manifest["tally"]]
+        return _loaded(spark, p, ops, occ, manifest, None, "sidecar", files)
     _refuse_bom_and_empty(p)
     truncated = truncated_tail(p)
     facts = _check_jsonl(spark, p, truncated)
@@ -844,8 +812,9 @@ def _loaded(
             effects_ops=facts["effects_ops"],
             drains_invoked=facts["drains_invoked"],
             drains_ok=facts["drains_ok"],
-            offset_ops=_sidecar_offset_ops(spark, files) if files else facts["offset_ops"],
+            offset_ops=facts["offset_ops"],
             ok_txns=facts["ok_txns"],
+            tally=facts.get("tally"),
         ),
     )
 

@@ -8,15 +8,17 @@ then reports zero counts (G1a aside: not evaluated, it is aborted-read) and
 its two properties.
 
 Every occurrence becomes one narrow row (id, queue, partition, offset, role,
-process, history index, place in the op), cached with the logs (rows that
-place an id at an offset, shuffled once by queue and partition); one job then
-computes every anomaly with group-bys and windows. Only counts, at most five
+process, history index, place in the op); one job then computes every
+anomaly in three shuffles of those rows, each split evenly across tasks: by
+id (G1a, duplicate, lost-write, and how far reads reached in each
+partition), by offset (inconsistent-offsets, and the known offsets), and by
+process (the sequences, ordered by a window per process). Its aggregations
+keep only numbers, in hash maps; for the few cases shown, `describe` fetches
+their rows and the driver words the examples. Only counts, at most five
 examples per anomaly and the txn graph's edges reach the driver: networkx
 searches that graph (one node per ok txn, about 1 kB each with its edges) on
 the driver, which is why it is skipped above TXN_GRAPH_CAP ok txns
-(read-committed is then "unknown"). The per-partition windows put a whole
-partition's log in one task: fine for tens of millions of messages per
-partition, the scale of a test run.
+(read-committed is then "unknown").
 
 The log of a partition ("version order" in Jepsen) is what ok sends (and
 send mops of ok txns) acknowledged, plus what every read saw: ok receives and
@@ -71,6 +73,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from harness.history.roles import RESET, RESET_FS, UNCOMMITTED_READ
+
 from .base import UNKNOWN, CheckResult, Property
 from .load import (
     ACK,
@@ -83,20 +87,17 @@ from .load import (
     LoadedHistory,
     role_of,
 )
+from .spark import by_id
 
 EXAMPLES = 5
 # The txn graph lives on the driver: about 1 kB per txn with its edges in
 # networkx, so 200k txns stay well inside the 4 GB driver.
 TXN_GRAPH_CAP = 200_000
-# A receive mop of a txn that failed or ended info: it places messages in the
-# log, but is no read of committed data.
-UNCOMMITTED_READ = 8
-# An ok/info assign, subscribe, revoke or crash op of a process: its poll and
-# send sequences restart.
-RESET = 9
-# Roles that place a message in its partition's log.
+# Roles that place a message in its partition's log: UNCOMMITTED_READ, a
+# receive mop of a txn that failed or ended info, is no read of committed
+# data but does; RESET (an ok/info assign, subscribe, revoke or crash op of a
+# process) restarts its poll and send sequences.
 LOG_ROLES = (ACK, DELIVER, DRAIN, UNCOMMITTED_READ)
-RESET_FS = ("assign", "subscribe", "revoke", "crash")
 
 ANOMALIES = (
     "lost-write",
@@ -155,30 +156,30 @@ def rows(history: LoadedHistory) -> DataFrame:
     """(index, proc, f, pos, id, queue, partition, offset, role) for every
     message of a completion (and of invokes that never completed)."""
     f, typ, mop = c("f"), c("type"), c("mop")
-    role = (
-        F.when(f.isin(*RESET_FS), F.when(~typ.isin("invoke", "fail"), RESET))
-        .when((f == "txn") & (mop == "receive") & typ.isin("fail", "info"), UNCOMMITTED_READ)
-        .otherwise(role_of(f, typ, mop))
-    )
+    msgs = history.message_rows(markers=RESET_FS)
+    if "role" in msgs.columns:  # the sidecar's writer set it (harness/history/roles.py)
+        role = c("role").cast("int")
+    else:
+        role = (
+            F.when(f.isin(*RESET_FS), F.when(~typ.isin("invoke", "fail"), RESET))
+            .when((f == "txn") & (mop == "receive") & typ.isin("fail", "info"), UNCOMMITTED_READ)
+            .otherwise(role_of(f, typ, mop))
+        )
     if history.facts.open_invokes:
         is_open = c("index").isin(history.facts.open_invokes)
         role = F.when((role == ATTEMPT) & is_open, OPEN_ATTEMPT).otherwise(role)
-    return (
-        history.message_rows(markers=RESET_FS)
-        .select(
-            "index",
-            "proc",
-            "f",
-            "pos",
-            "id",
-            # null queues group (and join) together as ""
-            F.coalesce(c("queue"), F.lit("")).alias("queue"),
-            "partition",
-            "offset",
-            role.alias("role"),
-        )
-        .filter(c("role").isNotNull() & (c("role") != ATTEMPT))
-    )
+    return msgs.select(
+        "index",
+        "proc",
+        "f",
+        "pos",
+        "id",
+        # null queues group (and join) together as ""
+        F.coalesce(c("queue"), F.lit("")).alias("queue"),
+        "partition",
+        "offset",
+        role.alias("role"),
+    ).filter(c("role").isNotNull() & (c("role") != ATTEMPT))
 
 
 def _anomaly(df: DataFrame, name: str | Column, sort: Column, **fields: Column) -> DataFrame:
@@ -189,131 +190,141 @@ def _anomaly(df: DataFrame, name: str | Column, sort: Column, **fields: Column) 
     return df.select(name_col.alias("name"), sort.alias("sort"), F.to_json(ex).alias("ex"))
 
 
-def placed(r: DataFrame) -> DataFrame:
-    """The logs: every occurrence that places an id at an offset, with what
-    its partition and its offset know. One shuffle, by (queue, partition):
-    every window below is finer, so none needs another; and two sorts, one
-    by id and one by offset, each serving all the windows after it."""
-    qp = ["queue", "partition"]
-    read = c("role").isin(DELIVER, DRAIN)
-    log = r.filter(c("role").isin(*LOG_ROLES) & _positioned()).repartition(*qp)
-    at = Window.partitionBy(*qp, "offset")
-    log = log.select(
-        "*",
-        F.row_number().over(at.orderBy("id", "index", "pos")).alias("nth_at"),
-        # the dense place in the log: Jepsen's index, gaps removed
-        F.dense_rank().over(Window.partitionBy(*qp).orderBy("offset")).alias("d"),
-        F.min("id").over(at).alias("id_lo"),
-        F.max("id").over(at).alias("id_hi"),
-        F.min_by("index", "id").over(at).alias("idx_lo"),
-        F.max_by("index", "id").over(at).alias("idx_hi"),
-    )
-    by_id = Window.partitionBy(*qp, "id")
-    log = log.select(
-        "*",
-        F.min("offset").over(by_id).alias("first_off"),
-        F.max("offset").over(by_id).alias("last_off"),
-    )
-    # How far ok reads reached: the highest first offset of an id they saw.
-    reached = F.max(F.when(read, F.struct("first_off", "id", "index")))
-    log = log.select("*", reached.over(Window.partitionBy(*qp)).alias("reached"))
-    return log
+def _held(df: DataFrame, held: list[DataFrame]) -> DataFrame:
+    """`df` cached for the one job that reads it from several branches (a
+    branch would compute it again), and listed to be dropped after it."""
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    held.append(df)
+    return df
 
 
-def per_id(r: DataFrame, log: DataFrame) -> DataFrame:
-    """G1a, duplicate and lost-write: one shuffle by id, of every occurrence
-    plus the log rows that are candidate lost writes (acknowledged at or
-    below how far reads reached), which count if no ok read saw the id."""
-    role = c("role")
-    reached = c("last_off") <= c("reached.first_off")
-    candidates = log.filter((role == ACK) & reached).select(
-        "id",
-        F.struct("index", "queue", "partition", "last_off", "reached").alias("lost"),
-    )
-    where = F.when(role.isin(*LOG_ROLES) & _positioned(), F.struct("queue", "partition", "offset"))
+def _log(r: DataFrame) -> DataFrame:
+    """The rows that place an id at an offset of a partition's log."""
+    return r.filter(c("role").isin(*LOG_ROLES) & _positioned())
+
+
+# The passes below aggregate only numbers and booleans, so Spark keeps their
+# state in hash maps; a minimum of a struct (or a string) would make it sort
+# every row first. The few cases an example is shown for are then described
+# exactly by `describe`, from the rows of those cases alone.
+
+
+def per_id(r: DataFrame, held: list[DataFrame]) -> DataFrame:
+    """G1a, duplicate and lost-write, and how far reads reached in each
+    partition: one shuffle by id. Each id's rows are grouped by its queue and
+    partition first (an id is normally in one), then by the id (in place: the
+    rows are already partitioned by id)."""
+    role, index = c("role"), c("index")
     read = role.isin(DELIVER, DRAIN)
-    ids = (
+    log = role.isin(*LOG_ROLES) & _positioned()
+    places = (
         r.filter(c("id").isNotNull())
-        .unionByName(candidates, allowMissingColumns=True)
-        .groupBy("id")
+        .repartition("id")
+        .groupBy("id", "queue", "partition")
         .agg(
             _any(role == ACK).alias("acked"),
             _any(role.isin(INFO, OPEN_ATTEMPT)).alias("unknown"),
             _any(role == FAIL).alias("fails"),
             _any(read).alias("read"),
-            F.min(F.when(role == FAIL, c("index"))).alias("fail_idx"),
-            F.min(F.when(read, c("index"))).alias("read_idx"),
-            F.min(where).alias("lo"),
-            F.max(where).alias("hi"),
-            F.min_by(c("index"), where).alias("lo_idx"),
-            F.max_by(c("index"), where).alias("hi_idx"),
-            F.min("lost").alias("lost"),
+            _any(read & log).alias("read_here"),
+            F.min(F.when(role == FAIL, index)).alias("fail_idx"),
+            F.min(F.when(read, index)).alias("read_idx"),
+            F.min(F.when(log, index)).alias("log_idx"),
+            F.min(F.when(log & (role == ACK), index)).alias("ack_idx"),
+            F.min(F.when(log, c("offset"))).alias("first_off"),
+            F.max(F.when(log, c("offset"))).alias("last_off"),
+        )
+    )
+    places = _held(places, held)  # read twice below: computed once
+    # How far ok reads reached: the highest first offset of an id they saw.
+    reached = (
+        places.filter(c("read_here"))
+        .groupBy("queue", "partition")
+        .agg(F.max("first_off").alias("reached"))
+    )
+    lost_here = c("ack_idx").isNotNull() & (c("last_off") <= c("reached"))
+    ids = (
+        places.join(F.broadcast(reached), ["queue", "partition"], "left")
+        .groupBy("id")
+        .agg(
+            _any(c("acked")).alias("acked"),
+            _any(c("unknown")).alias("unknown"),
+            _any(c("fails")).alias("fails"),
+            _any(c("read")).alias("read"),
+            F.min("fail_idx").alias("fail_idx"),
+            F.min("read_idx").alias("read_idx"),
+            F.min("log_idx").alias("log_idx"),
+            F.count("first_off").alias("partitions"),
+            _any(c("first_off") != c("last_off")).alias("moved"),
+            F.min(F.when(lost_here, c("ack_idx"))).alias("lost_idx"),
         )
     )
     failed = ~c("acked") & ~c("unknown") & c("fails")
+    name = (
+        F.when(failed & c("read"), F.lit("G1a"))
+        .when((c("partitions") > 1) | c("moved"), F.lit("duplicate"))
+        .when(c("lost_idx").isNotNull() & ~c("read"), F.lit("lost-write"))
+    )
     names = F.array(
         F.when(failed & c("read"), F.lit("G1a")),
-        F.when(c("lo") != c("hi"), F.lit("duplicate")),
-        F.when(c("lost").isNotNull() & ~c("read"), F.lit("lost-write")),
+        F.when((c("partitions") > 1) | c("moved"), F.lit("duplicate")),
+        F.when(c("lost_idx").isNotNull() & ~c("read"), F.lit("lost-write")),
     )
-    cases = ids.select("*", F.explode(F.array_compact(names)).alias("name"))
+    cases = ids.filter(name.isNotNull()).select(
+        "*", F.explode(F.array_compact(names)).alias("name")
+    )
     name = c("name")
-
-    def pick(g1a: Column | None, dup: Column | None, lost: Column | None) -> Column:
-        col = F.when(name == "G1a", g1a).when(name == "duplicate", dup)
-        return col.when(name == "lost-write", lost)
-
-    lo_hi = F.array_sort(F.array_distinct(F.array("lo_idx", "hi_idx")))
-    return _anomaly(
-        cases,
-        name,
-        pick(c("fail_idx"), F.least("lo_idx", "hi_idx"), c("lost.index")),
-        id=c("id"),
-        indexes=pick(
-            F.array("fail_idx", "read_idx"), lo_hi, F.array("lost.index", "lost.reached.index")
-        ),
-        queue=pick(None, c("lo.queue"), c("lost.queue")),
-        partition=pick(None, None, c("lost.partition")),
-        offset=pick(None, None, c("lost.last_off")),
-        places=pick(
-            None,
-            F.array(
-                F.array(c("lo.partition"), c("lo.offset")),
-                F.array(c("hi.partition"), c("hi.offset")),
-            ),
-            None,
-        ),
-        **{
-            "read-offset": pick(None, None, c("lost.reached.first_off")),
-            "read-id": pick(None, None, c("lost.reached.id")),
-        },
+    sort = (
+        F.when(name == "G1a", c("fail_idx"))
+        .when(name == "duplicate", c("log_idx"))
+        .otherwise(c("lost_idx"))
+    )
+    g1a = F.when(name == "G1a", F.array("fail_idx", "read_idx"))
+    return _anomaly(cases, name, sort, id=c("id"), indexes=g1a).unionByName(
+        _anomaly(
+            reached,
+            "reached",
+            F.lit(0),
+            queue=c("queue"),
+            partition=c("partition"),
+            reached=c("reached"),
+        )  # fmt: skip
     )
 
 
-def inconsistent_offsets(log: DataFrame) -> DataFrame:
-    return _anomaly(
-        log.filter((c("id_lo") != c("id_hi")) & (c("nth_at") == 1)),
+# Offsets are grouped in spans of this many to find those between two others
+# with an equi-join (by partition and span) rather than one ordered pass over
+# a whole partition's log in one task.
+SPAN = 1024
+
+
+def known_offsets(log: DataFrame, held: list[DataFrame]) -> tuple[DataFrame, DataFrame]:
+    """Every known offset of every partition, with its span, and the offsets
+    that hold two or more ids (inconsistent-offsets): one shuffle by offset."""
+    qp = ["queue", "partition"]
+    at = log.groupBy(*qp, "offset").agg(
+        F.min("id").alias("id_lo"), F.max("id").alias("id_hi"), F.min("index").alias("idx")
+    )
+    at = _held(at, held)  # read twice: computed once
+    inconsistent = _anomaly(
+        at.filter(c("id_lo") != c("id_hi")),
         "inconsistent-offsets",
-        F.least("idx_lo", "idx_hi"),
-        ids=F.array("id_lo", "id_hi"),
-        indexes=F.array_sort(F.array_distinct(F.array("idx_lo", "idx_hi"))),
+        c("idx"),
         queue=c("queue"),
         partition=c("partition"),
         offset=c("offset"),
     )
+    known = at.select(*qp, "offset", F.floor(c("offset") / SPAN).alias("span"))
+    return known, inconsistent
 
 
-def sequences(r: DataFrame, log: DataFrame) -> DataFrame:
+def sequences(r: DataFrame, known: DataFrame) -> DataFrame:
     """poll-skip, nonmonotonic-poll and nonmonotonic-send: each op against
     the same process's previous ok op in that queue and partition."""
-    role, f = c("role"), c("f")
-    is_read = ((f == "receive") & (role == DELIVER)) | (
-        (f == "txn") & role.isin(DELIVER, UNCOMMITTED_READ)
-    )
-    kind = F.when(is_read, "poll").when(role == ACK, "send")
-    here = F.struct("offset", "id", "d")
-    cols = ["proc", "index", "kind", "queue", "partition", "offset", "id", "d", "pos", "role"]
-    ops = log.select("*", kind.alias("kind")).filter(c("kind").isNotNull()).select(*cols)
+    role = c("role")
+    kind = F.when(role.isin(DELIVER, UNCOMMITTED_READ), "poll").when(role == ACK, "send")
+    cols = ["proc", "index", "kind", "queue", "partition", "offset", "id", "pos", "role"]
+    ops = _log(r).select("*", kind.alias("kind")).filter(c("kind").isNotNull()).select(*cols)
     resets = r.filter(role == RESET).select("proc", "index", F.lit("reset").alias("kind"), "role")
     # One shuffle by process serves the grouping per op and both windows.
     seq = (
@@ -321,8 +332,10 @@ def sequences(r: DataFrame, log: DataFrame) -> DataFrame:
         .repartition("proc")
         .groupBy("proc", "index", "kind", "queue", "partition")
         .agg(
-            F.min_by(here, "pos").alias("first"),
-            F.max_by(here, "pos").alias("last"),
+            F.min_by("offset", "pos").alias("first_off"),
+            F.min_by("id", "pos").alias("first_id"),
+            F.max_by("offset", "pos").alias("last_off"),
+            F.max_by("id", "pos").alias("last_id"),
             _any(role != UNCOMMITTED_READ).alias("ok"),
         )
     )
@@ -338,33 +351,49 @@ def sequences(r: DataFrame, log: DataFrame) -> DataFrame:
         .orderBy("index")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
-    last_ok = F.when(c("ok"), F.struct("last.offset", "last.id", "last.d", "index"))
+    last_ok = F.when(c("ok"), F.struct(c("last_off").alias("offset"), c("last_id").alias("id"),
+                                       "index"))  # fmt: skip
     pairs = seq.select("*", F.last(last_ok, ignorenulls=True).over(before).alias("prev")).filter(
         c("prev").isNotNull()
     )
-
-    # Known offsets strictly between the two: the dense places count them.
-    skipped = c("first.d") - c("prev.d") - 1
-    name = F.when(
-        c("first.offset") <= c("prev.offset"),
-        F.when(c("kind") == "poll", "nonmonotonic-poll").otherwise("nonmonotonic-send"),
-    ).when((c("kind") == "poll") & (skipped > 0), "poll-skip")
-    cases = pairs.select("*", name.alias("name")).filter(c("name").isNotNull())
+    pair = ["proc", "index", "queue", "partition", "first_off", "first_id", "prev"]
+    backwards = pairs.filter(c("first_off") <= c("prev.offset")).select(
+        *pair,
+        F.lit(None).cast("long").alias("skipped"),
+        F.when(c("kind") == "poll", "nonmonotonic-poll")
+        .otherwise("nonmonotonic-send")
+        .alias("name"),
+    )
+    # A read past a gap in the offsets: a known offset strictly between the
+    # two makes it a skip (how many were skipped, the example says). They are
+    # looked for in the spans the gap covers, usually one.
+    gap = (c("kind") == "poll") & (c("first_off") > c("prev.offset") + 1)
+    spans = F.sequence(F.floor((c("prev.offset") + 1) / SPAN), F.floor((c("first_off") - 1) / SPAN))
+    gaps = (
+        pairs.filter(gap)
+        .select(*pair, F.explode(spans).alias("span"))
+        .join(known.withColumnRenamed("offset", "known"), ["queue", "partition", "span"])
+        .filter((c("known") > c("prev.offset")) & (c("known") < c("first_off")))
+        .groupBy(*pair)
+        .agg(F.count(F.lit(1)).alias("skipped"))
+        .select("*", F.lit("poll-skip").alias("name"))
+    )
+    cases = backwards.unionByName(gaps)
     return _anomaly(
         cases,
         c("name"),
         c("prev.index"),
-        ids=F.array("prev.id", "first.id"),
+        ids=F.array("prev.id", "first_id"),
         indexes=F.array("prev.index", "index"),
         process=c("proc"),
         queue=c("queue"),
         partition=c("partition"),
-        offsets=F.array("prev.offset", "first.offset"),
-        skipped=F.when(c("name") == "poll-skip", skipped),
+        offsets=F.array("prev.offset", "first_off"),
+        skipped=c("skipped"),
     )
 
 
-def txn_edges(r: DataFrame, log: DataFrame) -> DataFrame:
+def txn_edges(r: DataFrame) -> DataFrame:
     """Rows named "edge": ok txn -> ok txn, wr from a write to its reads, ww
     from every txn that wrote at an offset to every txn that wrote at the
     next txn-written offset of its partition (as the sends acknowledged
@@ -387,10 +416,10 @@ def txn_edges(r: DataFrame, log: DataFrame) -> DataFrame:
         )
     )
     # The txns at each txn-written offset, then each offset's txns against
-    # the next offset's. log is partitioned by (queue, partition) already:
-    # neither the grouping nor the window shuffles.
+    # the next offset's: txn writes only, few beside the whole log.
     at = (
-        log.filter(is_txn & (role == ACK))
+        _log(r)
+        .filter(is_txn & (role == ACK))
         .groupBy("queue", "partition", "offset")
         .agg(
             F.collect_set("index").alias("srcs"),
@@ -421,6 +450,114 @@ def txn_edges(r: DataFrame, log: DataFrame) -> DataFrame:
     return _anomaly(
         edges, "edge", c("src"), src=c("src"), dst=c("dst"), kind=c("kind"), why=c("why")
     )
+
+
+def _key(ex: dict[str, Any]) -> Any:
+    """What a described case is known by: its id, or its (queue, partition,
+    offset) for inconsistent-offsets."""
+    return ex["id"] if "id" in ex else (ex["queue"], ex["partition"], ex["offset"])
+
+
+def describe(
+    r: DataFrame, cases: dict[str, list[dict]], reached: list[dict]
+) -> dict[str, dict[Any, dict[str, Any]]]:
+    """The examples of the cases shown (a few per anomaly) whose passes kept
+    only their keys. One pass over the rows keeps those of these cases (the
+    rows of a few ids and offsets, and the reads at how far reads reached in
+    each partition): a few hundred rows, which the driver describes. Returns
+    {name: {key: example}}, key being the id (or, for inconsistent-offsets,
+    (queue, partition, offset))."""
+    ids = [e["id"] for n in ("duplicate", "lost-write") for e in cases.get(n, [])]
+    keys = [_key(e) for e in cases.get("inconsistent-offsets", [])]
+    wanted = c("id").isin(ids)
+    for q, p, o in keys:
+        wanted = wanted | ((c("queue") == q) & (c("partition") == p) & (c("offset") == o))
+    how_far = r.sparkSession.createDataFrame(
+        [(x["queue"], x["partition"], x["reached"]) for x in reached],
+        "queue string, partition long, reached long",
+    )
+    read = c("role").isin(DELIVER, DRAIN)
+    got = (
+        _log(r)
+        .join(F.broadcast(how_far), ["queue", "partition"], "left")
+        .filter(wanted | (read & (c("offset") == c("reached"))))
+        .select("id", "queue", "partition", "offset", "index", read.alias("read"), "role")
+        .collect()
+    )
+    rows = [x.asDict() for x in got]
+    out: dict[str, dict[Any, dict[str, Any]]] = {name: {} for name in DESCRIBED}
+    for e in cases.get("duplicate", []):
+        out["duplicate"][e["id"]] = _duplicate(e["id"], [x for x in rows if x["id"] == e["id"]])
+    for key in keys:
+        at = [x for x in rows if (x["queue"], x["partition"], x["offset"]) == key]
+        out["inconsistent-offsets"][key] = _inconsistent(key, at)
+    far = {(x["queue"], x["partition"]): x["reached"] for x in reached}
+    for e in cases.get("lost-write", []):
+        out["lost-write"][e["id"]] = _lost(e["id"], rows, far)
+    return out
+
+
+def _first_index(rows: list[dict], key) -> dict[Any, int]:
+    """key(row) -> the lowest history index of the rows with that key."""
+    first: dict[Any, int] = {}
+    for x in rows:
+        k = key(x)
+        first[k] = min(first.get(k, x["index"]), x["index"])
+    return first
+
+
+def _duplicate(id_: int, rows: list[dict]) -> dict[str, Any]:
+    """Its lowest and highest place, each with the first op that put it there."""
+    places = _first_index(rows, lambda x: (x["queue"], x["partition"], x["offset"]))
+    lo, hi = min(places), max(places)
+    return {
+        "id": id_,
+        "indexes": sorted({places[lo], places[hi]}),
+        "queue": lo[0],
+        "places": [[lo[1], lo[2]], [hi[1], hi[2]]],
+    }
+
+
+def _inconsistent(key: tuple, rows: list[dict]) -> dict[str, Any]:
+    """Its lowest and highest id, each with the first op that put it there."""
+    first = _first_index(rows, lambda x: x["id"])
+    lo, hi = min(first), max(first)
+    q, p, o = key
+    return {
+        "ids": [lo, hi],
+        "indexes": sorted({first[lo], first[hi]}),
+        "queue": q,
+        "partition": p,
+        "offset": o,
+    }
+
+
+def _lost(id_: int, rows: list[dict], far: dict[tuple, int]) -> dict[str, Any]:
+    """The first acknowledgement of the id at or below how far reads reached
+    in its partition, and the (highest) id read there."""
+    mine: dict[tuple, list[dict]] = {}
+    for x in rows:
+        if x["id"] == id_:
+            mine.setdefault((x["queue"], x["partition"]), []).append(x)
+    cands = []
+    for qp, xs in mine.items():
+        last = max(x["offset"] for x in xs)
+        acks = [x["index"] for x in xs if x["role"] == ACK]
+        if acks and qp in far and last <= far[qp]:
+            cands.append((min(acks), *qp, last))
+    ack, q, p, last = min(cands)
+    reads = [(x["id"], x["index"]) for x in rows if x["read"] and (x["queue"], x["partition"],
+             x["offset"]) == (q, p, far[(q, p)])]  # fmt: skip
+    by = max(reads) if reads else (None, None)
+    return {
+        "id": id_,
+        "indexes": [ack, by[1]],
+        "queue": q,
+        "partition": p,
+        "offset": last,
+        "read-offset": far[(q, p)],
+        "read-id": by[0],
+    }
 
 
 def _cycle_through(g: nx.DiGraph, u: Any, v: Any) -> list:
@@ -488,17 +625,29 @@ class OffsetChecker:
         graph_note = None
         if has_txns and facts.ok_txns > TXN_GRAPH_CAP:
             graph_note = f"{facts.ok_txns} ok txns > {TXN_GRAPH_CAP}: cycles not searched"
-        # Cached: the one job below reads these two instead of the history.
-        r = rows(history).persist(StorageLevel.MEMORY_AND_DISK)
-        log = placed(r).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            frames = [per_id(r, log), inconsistent_offsets(log), sequences(r, log)]
-            if has_txns and not graph_note:
-                frames.append(txn_edges(r, log))
-            counts, anomalies, edges = collect(reduce(DataFrame.unionByName, frames))
-        finally:
-            log.unpersist()
-            r.unpersist()
+        # Cached: every pass below reads these rows instead of the history.
+        held: list[DataFrame] = []
+        # by_id from the start: a cached frame's plan is made when it is cached
+        with by_id(history.spark):
+            try:
+                # Not cached: each pass reads the few columns it needs from
+                # the sidecar faster than a cache of every row is built.
+                r = rows(history)
+                known, inconsistent = known_offsets(_log(r), held)
+                frames = [per_id(r, held), inconsistent, sequences(r, known)]
+                if has_txns and not graph_note:
+                    frames.append(txn_edges(r))
+                every = collect(reduce(DataFrame.unionByName, frames))
+                counts, anomalies, edges, reached = every
+                shown = {n: anomalies[n]["examples"] for n in DESCRIBED if n in anomalies}
+                if shown:
+                    found = describe(r, shown, reached)
+                    for name, examples in shown.items():
+                        for i, ex in enumerate(examples):
+                            examples[i] = {**found[name][_key(ex)], "what": WHAT[name]}
+            finally:
+                for df in held:
+                    df.unpersist()
         if has_txns and not graph_note:
             for name, cycles in find_cycles(edges).items():
                 counts[name] = len(cycles)
@@ -512,9 +661,16 @@ class OffsetChecker:
         )
 
 
-def collect(every: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, Any]], list]:
-    """Counts, the first examples of each anomaly by history index, and every
-    txn edge: the only things that reach the driver."""
+# The anomalies whose passes keep only their keys (`describe` adds the rest).
+DESCRIBED = ("duplicate", "inconsistent-offsets", "lost-write")
+
+
+def collect(
+    every: DataFrame,
+) -> tuple[dict[str, int], dict[str, dict[str, Any]], list, list[dict]]:
+    """Counts, the first examples of each anomaly by history index, every
+    txn edge and how far reads reached in each partition: the only things
+    that reach the driver."""
     by_name = Window.partitionBy("name")
     got = (
         every.select(
@@ -523,22 +679,25 @@ def collect(every: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, Any]]
             F.count(F.lit(1)).over(by_name).alias("n"),
             F.row_number().over(by_name.orderBy("sort", "ex")).alias("rank"),
         )
-        .filter((c("rank") <= EXAMPLES) | (c("name") == "edge"))
+        .filter((c("rank") <= EXAMPLES) | c("name").isin("edge", "reached"))
         .collect()
     )
     counts = {name: 0 for name in ANOMALIES}
     anomalies: dict[str, dict[str, Any]] = {}
-    edges = []
+    edges, reached = [], []
     for row in sorted(got, key=lambda row: (row["name"], row["rank"])):
         ex = json.loads(row["ex"])
         if row["name"] == "edge":
             edges.append((ex["src"], ex["dst"], ex["kind"], ex["why"]))
             continue
+        if row["name"] == "reached":
+            reached.append(ex)
+            continue
         entry = anomalies.setdefault(row["name"], {"count": row["n"], "examples": []})
         ex["what"] = WHAT[row["name"]]
         entry["examples"].append(ex)
         counts[row["name"]] = row["n"]
-    return counts, anomalies, edges
+    return counts, anomalies, edges, reached
 
 
 def decide(

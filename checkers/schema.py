@@ -6,6 +6,7 @@ fit (a nemesis op's free-form value), and marks the row in `_corrupt`; the
 loader decides which of those rows are real contract violations.
 """
 
+import pyarrow as pa
 from pyspark.sql import types as T
 
 CORRUPT = "_corrupt"
@@ -104,3 +105,17 @@ STRICT_JSON = {
     "allowBackslashEscapingAnyCharacter": "false",
     "allowUnquotedControlChars": "false",
 }
+
+
+_SPARK_OF = {
+    pa.int64(): T.LongType(),
+    pa.int8(): T.ByteType(),
+    pa.string(): T.StringType(),
+    pa.bool_(): T.BooleanType(),
+}
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of a sidecar table (harness/history/sidecar.py), given
+    to the reader so that it need not open the files to infer it."""
+    return T.StructType([T.StructField(f.name, _SPARK_OF[f.type]) for f in schema])

@@ -164,12 +164,14 @@ def test_sidecar_is_sealed_on_close_and_only_matches_its_jsonl(tmp_path):
 
 def test_sidecar_reads_messages_of_message_ops_only_and_whole_ops(tmp_path):
     """Only send, receive, drain and txn carry messages (and effects its
-    entries): any other f's value is free and adds no row, whatever it
-    holds; a message op's null items add none either; an op is all in or
-    all out. The same from `queuecheck index` (sidecar.build)."""
+    entries): any other f's value is free and adds no message, whatever it
+    holds (an assign or crash op that counts adds one row with none: a
+    marker, role RESET); a message op's null items add none either; an op
+    is all in or all out. Each row has its role. The same from `queuecheck
+    index` (sidecar.build)."""
     import pyarrow.parquet as pq
 
-    from harness.history import sidecar
+    from harness.history import roles, sidecar
 
     path = tmp_path / "history.jsonl"
     ops = [
@@ -202,7 +204,7 @@ def test_sidecar_reads_messages_of_message_ops_only_and_whole_ops(tmp_path):
         return (
             [r["f"] for r in pq.read_table(files["ops"]).to_pylist()],
             [
-                (r["index"], r["f"], r["id"], r["n"], r["offset"])
+                (r["index"], r["f"], r["id"], r["n"], r["offset"], r["role"])
                 for r in pq.read_table(files["msgs"]).to_pylist()
             ],
         )
@@ -211,11 +213,13 @@ def test_sidecar_reads_messages_of_message_ops_only_and_whole_ops(tmp_path):
     assert built == (
         [op["f"] for op in ops],
         [
-            (0, "send", 1, 1, None),
-            (1, "send", 1, 1, 4),
-            (6, "receive", None, 1, 2),
-            (7, "effects", 1, None, None),
-            (8, "effects", 1, 2, None),
+            (0, "send", 1, 1, None, roles.ATTEMPT),
+            (1, "send", 1, 1, 4, roles.ACK),
+            (2, "assign", None, None, None, roles.RESET),
+            (4, "crash", None, None, None, roles.RESET),
+            (6, "receive", None, 1, 2, None),  # not ok: counts for nothing
+            (7, "effects", 1, None, None, None),
+            (8, "effects", 1, 2, None, roles.EFFECT),
         ],
     )
     sidecar.build(path)

@@ -6,14 +6,23 @@ history.jsonl stays the source of truth. Beside it the writer can keep
                         drain, txn) mentions and per entry of an effects
                         op: index, proc, f, type, mop (the txn mop's f),
                         pos (its place in the op), id, n (effect count),
-                        queue, partition, offset
-  history.sidecar.json  written last, on close: which JSONL it matches
-(ops were validated by the writer before they were written). A reader uses
-the sidecar only when its manifest matches the JSONL's current size; a run
-that crashed before closing has no manifest, and is read from the JSONL.
-So is a history naming a queue by anything but a string (the contract says
-string; Spark would read another JSON value as its text, which a column
-could only imitate): its sidecar is never sealed.
+                        queue, partition, offset, and role (roles.py: the
+                        capacity it is mentioned in); plus one row with no
+                        message per ok/info assign, subscribe, revoke or
+                        crash op (role RESET)
+  history.sidecar.json  written last, on close: which JSONL it matches, and
+                        the facts the checkers need beyond the rows (how
+                        many ops, drains, effects ops, ok txns, invokes that
+                        never completed, faults started ...), counted as
+                        the ops went by
+(ops were validated by the writer before they were written, and paired:
+every completion has its invoke). A reader uses the sidecar only when its
+manifest matches the JSONL's current size; a run that crashed before
+closing has no manifest, and is read from the JSONL. So is a history naming
+a queue by anything but a string (the contract says string; Spark would read
+another JSON value as its text, which a column could only imitate), and one
+whose ops do not pair: its sidecar is never sealed, and the JSONL's reader
+names the line.
 """
 
 from __future__ import annotations
@@ -25,9 +34,22 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .contract import EFFECTS, NEMESIS, TXN, VALUE_FS
+from .contract import (
+    DRAIN,
+    EFFECTS,
+    MESSAGE_FS,
+    NEMESIS,
+    SEND,
+    TXN,
+    VALUE_FS,
+    HistoryError,
+    Pairing,
+)
+from .roles import RESET_FS, role
 
-VERSION = 2  # 2: proc, pos and queue per message (the offset checks read them)
+# 2: proc, pos and queue per message (the offset checks read them)
+# 3: each row's role, marker rows, and the facts in the manifest
+VERSION = 3
 
 OPS_SCHEMA = pa.schema(
     [
@@ -51,6 +73,7 @@ MSGS_SCHEMA = pa.schema(
         ("queue", pa.string()),
         ("partition", pa.int64()),
         ("offset", pa.int64()),
+        ("role", pa.int8()),
     ]
 )
 
@@ -66,14 +89,21 @@ def paths(history: Path) -> dict[str, Path]:
 
 def usable(history: Path) -> dict[str, Path] | None:
     """The sidecar's paths if it matches the JSONL as it is now."""
+    found = manifest(history)
+    return paths(history) if found is not None else None
+
+
+def manifest(history: Path) -> dict[str, Any] | None:
+    """The sealed manifest (with the writer's facts) if the sidecar matches
+    the JSONL as it is now, else None."""
     p = paths(history)
     try:
-        manifest = json.loads(p["manifest"].read_text())
+        doc = json.loads(p["manifest"].read_text())
     except (OSError, ValueError):
         return None
-    if manifest.get("version") != VERSION or manifest.get("jsonl_bytes") != history.stat().st_size:
+    if doc.get("version") != VERSION or doc.get("jsonl_bytes") != history.stat().st_size:
         return None
-    return p if p["ops"].is_file() and p["msgs"].is_file() else None
+    return doc if p["ops"].is_file() and p["msgs"].is_file() else None
 
 
 class NotColumnar(ValueError):
@@ -90,26 +120,33 @@ def message_rows(op: dict[str, Any]) -> list[tuple]:
     items (skipped, but counted in `pos`, as Spark's explode counts them)
     or messages without an id (kept, with a null id)."""
     f, typ, v = op["f"], op["type"], op.get("value")
+    proc, index = op["process"], op["index"]
+    if f in RESET_FS:
+        r = role(f, typ)
+        return (
+            [] if r is None else [(index, proc, f, typ, None, 0, None, None, None, None, None, r)]
+        )
     if f not in VALUE_FS or not isinstance(v, dict):
         return []
     out: list[tuple] = []
-    proc, index = op["process"], op["index"]
     at = 0  # the place in the op, across a txn's mops
 
     def put(mop: str | None, items: Any, counts: bool = False) -> None:
         nonlocal at
+        r = role(f, typ, mop)
         for x in items if isinstance(items, list) else ():
             pos, at = at, at + 1
             if not isinstance(x, dict):
                 continue
             if counts:  # an effect: {id, count}; no place in a log
-                row = (index, proc, f, typ, mop, pos, x.get("id"), x.get("count"), None, None, None)
+                row = (index, proc, f, typ, mop, pos, x.get("id"), x.get("count"), None, None,
+                       None, r)  # fmt: skip
             else:
                 queue = x.get("queue")
                 if queue is not None and not isinstance(queue, str):
                     raise NotColumnar(f"op {index}: queue {queue!r} is not a string")
                 row = (index, proc, f, typ, mop, pos, x.get("id"), 1, queue,
-                       x.get("partition"), x.get("offset"))  # fmt: skip
+                       x.get("partition"), x.get("offset"), r)  # fmt: skip
             out.append(row)
 
     if f == TXN:
@@ -121,6 +158,48 @@ def message_rows(op: dict[str, Any]) -> list[tuple]:
     else:
         put(None, v.get("msgs"))
     return out
+
+
+class Facts:
+    """What the checkers need beyond the rows, counted as the ops go by (the
+    same facts checkers/load.py gathers from a JSONL in Spark): the pairing
+    of invokes and completions, and the tallies."""
+
+    def __init__(self) -> None:
+        self.pairing = Pairing()
+        self.ops = self.effects_ops = self.drains_invoked = self.drains_ok = 0
+        self.offset_ops = self.ok_txns = 0
+        # (f, type, is_client) -> ops, for checkers/exercise.py: nemesis
+        # start-* ops, client crash and txn ops
+        self.tally: dict[tuple[str, str, bool], int] = {}
+
+    def add(self, op: dict[str, Any], rows: list[tuple]) -> None:
+        """Raises HistoryError where the ops do not pair."""
+        self.pairing.check(op, op["index"] + 1)
+        self.ops += 1
+        f, typ, client = op["f"], op["type"], op["process"] != NEMESIS
+        if client:
+            self.effects_ops += f == EFFECTS and typ == "ok"
+            self.drains_invoked += f == DRAIN and typ == "invoke"
+            self.drains_ok += f == DRAIN and typ == "ok"
+            self.ok_txns += f == TXN and typ == "ok"
+            self.offset_ops += f in MESSAGE_FS and any(r[10] is not None for r in rows)
+        if (client and f in ("crash", TXN)) or (not client and f.startswith("start-")):
+            key = (f, typ, client)
+            self.tally[key] = self.tally.get(key, 0) + 1
+
+    def document(self) -> dict[str, Any]:
+        open_invokes = [line - 1 for f, line in self.pairing.open.values() if f in (SEND, TXN)]
+        return {
+            "ops": self.ops,
+            "effects_ops": self.effects_ops,
+            "drains_invoked": self.drains_invoked,
+            "drains_ok": self.drains_ok,
+            "offset_ops": self.offset_ops,
+            "ok_txns": self.ok_txns,
+            "open_invokes": sorted(open_invokes),
+            "tally": [[*k, n] for k, n in sorted(self.tally.items())],
+        }
 
 
 class SidecarWriter:
@@ -137,7 +216,9 @@ class SidecarWriter:
         self._ops: dict[str, list] = {f.name: [] for f in OPS_SCHEMA}
         self._msgs: dict[str, list] = {f.name: [] for f in MSGS_SCHEMA}
         self.n_ops = 0
-        self.columnar = True  # False: a NotColumnar op came; never sealed
+        self.facts = Facts()
+        # False: a NotColumnar op came, or ops that do not pair; never sealed
+        self.columnar = True
 
     def add(self, op: dict[str, Any]) -> None:
         """One op's row and its messages' rows: all of them, or (if anything
@@ -149,7 +230,8 @@ class SidecarWriter:
         nem = op["process"] == NEMESIS
         try:
             rows = [] if nem else message_rows(op)
-        except NotColumnar:
+            self.facts.add(op, rows)
+        except (NotColumnar, HistoryError):
             self.columnar = False
             return
         o = self._ops
@@ -184,7 +266,7 @@ class SidecarWriter:
         self._msgs_w.close()
         if not self.columnar:
             return
-        manifest = {"version": VERSION, "jsonl_bytes": jsonl_bytes, "ops": self.n_ops}
+        manifest = {"version": VERSION, "jsonl_bytes": jsonl_bytes, **self.facts.document()}
         self.paths["manifest"].write_text(json.dumps(manifest) + "\n")
 
 
