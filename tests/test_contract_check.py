@@ -299,3 +299,40 @@ def test_the_python_reader_refuses_what_spark_cannot_read_alike():
     assert validate_op({**base, "value": {"msgs": [None], "queue": 5}}) is None
     txn = op(0, 1, "invoke", "txn", {"mops": [{"f": "send", "msgs": None}]})
     assert validate_op(txn) is None  # a null list is an absent one, as Spark reads it
+
+
+def test_the_sidecar_writers_facts_are_the_ones_spark_finds_in_the_jsonl(spark, tmp_path):
+    """A sealed sidecar's manifest carries the facts its writer counted as the
+    ops went by (harness/history/sidecar.py Facts); the check then runs no job
+    for them. They must be what the JSONL's own check finds, on random
+    histories of both shapes (open invokes, drains, effects, txns, faults,
+    crashes), and the exercise tallies what checkers/exercise.py counts."""
+    from checkers.exercise import ExerciseChecker, exercise_counts
+    from checkers.load import load_history
+    from tests.fuzz import history as random_ops
+    from tests.fuzz import write as write_ops
+
+    names = ("ops", "open_invokes", "effects_ops", "drains_invoked", "drains_ok")
+    names += ("offset_ops", "ok_txns")
+    for i in range(12):
+        path = write_ops(random_ops("facts", i), tmp_path / f"h{i}" / "history.jsonl", True)
+        from_writer = load_history(spark, path).facts
+        from_jsonl = load_history(spark, path, use_sidecar=False)
+        assert from_writer.tally is not None and from_jsonl.facts.tally is None
+        for name in names:
+            assert getattr(from_writer, name) == getattr(from_jsonl.facts, name), (i, name)
+        counted = ExerciseChecker().check(from_jsonl, {}).info
+        assert exercise_counts(from_writer.tally) == counted, i
+
+
+def test_a_sidecar_whose_ops_do_not_pair_is_never_sealed(tmp_path):
+    """Its writer pairs as read_history does; the JSONL then names the line."""
+    from harness.history import sidecar
+
+    path = tmp_path / "history.jsonl"
+    w = sidecar.SidecarWriter(path)
+    w.add(op(0, 1, "invoke", "send", msgs(1)))
+    w.add(op(1, 1, "invoke", "send", msgs(2)))  # its first send is still open
+    w.close(1)
+    path.write_text("x")
+    assert not w.columnar and sidecar.manifest(path) is None
