@@ -244,9 +244,9 @@ class SidecarWriter:
         ):
             o[k].append(x)
         m = self._msgs
-        for row in rows:
-            for k, x in zip(MSGS_SCHEMA.names, row, strict=True):
-                m[k].append(x)
+        if rows:  # column by column: a list extended per column, not a value at a time
+            for k, column in zip(MSGS_SCHEMA.names, zip(*rows, strict=True), strict=True):
+                m[k].extend(column)
         self.n_ops += 1
         if len(o["index"]) >= self.ROW_GROUP or len(m["index"]) >= self.ROW_GROUP:
             self._flush()
