@@ -185,10 +185,10 @@ def counts_and_examples(
         .select("*", F.explode(F.filter(names, lambda n: n.isNotNull())).alias("name"))
         .select("*", rank.alias("rank"))
         .filter(F.col("rank") <= EXAMPLES)
-        .orderBy("name", "rank")
     )
     with by_id(ev.sparkSession):
-        rows = picked.collect()
+        # ordered here: a sort in Spark would sample its input first
+        rows = sorted(picked.collect(), key=lambda r: (r["name"], r["rank"]))
     counts = {n: int(obs.get.get(n) or 0) for n in COUNTS}
     anomalies: dict[str, dict[str, Any]] = {
         name: {"count": counts[name], "examples": []} for name in ANOMALIES if counts[name] > 0

@@ -125,19 +125,26 @@ class ShareChecker:
             why = f"test.json has no config.share_group.{LIMIT_KEY}"
             return CheckResult(properties={p: Property(UNKNOWN, why) for p in PROPERTIES})
         every = history.spark.read.schema(SHARE_OP).json(history.path)
-        ops = every.filter((F.col("process") != "nemesis") & F.col("f").isin(*READS, "ack"))
-        reads = ops.filter(F.col("f").isin(*READS))
-        tally = {(r["type"]): int(r["count"]) for r in reads.groupBy("type").count().collect()}
-        unknown_reads = tally.get("invoke", 0) - tally.get("ok", 0) - tally.get("fail", 0)
-        # Only whether a record's last sight came before the last L faults matters.
-        late = [r["index"] for r in _faults(every).orderBy(F.desc("index")).limit(limit).collect()]
-        msgs = ops.select("index", "f", "type", F.explode("value.msgs").alias("m")).select(
-            "index", "f", "type", "m.id", F.col("m.delivery_count").alias("dc"), "m.ack"
-        )
-        deliveries = msgs.filter(F.col("f").isin(*READS) & (F.col("type") == "ok"))
-        acks = msgs.filter((F.col("f") == "ack") & (F.col("type") != "invoke"))
-        acked = history.message_events().filter(F.col("role") == ACK).select("id").distinct()
-        counts, anomalies = _judge(deliveries, acks, acked, limit, max(0, unknown_reads), late)
+        is_share = (F.col("process") != "nemesis") & F.col("f").isin(*READS, "ack")
+        # The JSON parsed once: the jobs below read these ops from memory.
+        ops = every.filter(is_share | _is_fault()).persist()
+        try:
+            share = ops.filter(is_share)
+            reads = share.filter(F.col("f").isin(*READS))
+            tally = {r["type"]: int(r["count"]) for r in reads.groupBy("type").count().collect()}
+            unknown_reads = tally.get("invoke", 0) - tally.get("ok", 0) - tally.get("fail", 0)
+            # Only whether a record's last sight came before the last L faults matters.
+            faults = ops.filter(_is_fault()).orderBy(F.desc("index")).limit(limit)
+            late = [r["index"] for r in faults.collect()]
+            msgs = share.select("index", "f", "type", F.explode("value.msgs").alias("m")).select(
+                "index", "f", "type", "m.id", F.col("m.delivery_count").alias("dc"), "m.ack"
+            )
+            deliveries = msgs.filter(F.col("f").isin(*READS) & (F.col("type") == "ok"))
+            acks = msgs.filter((F.col("f") == "ack") & (F.col("type") != "invoke"))
+            acked = history.message_events().filter(F.col("role") == ACK).select("id").distinct()
+            counts, anomalies = _judge(deliveries, acks, acked, limit, max(0, unknown_reads), late)
+        finally:
+            ops.unpersist()
         complete = history.facts.final_read_complete
         return CheckResult(
             properties=_decide(counts, complete),
@@ -147,10 +154,10 @@ class ShareChecker:
         )
 
 
-def _faults(ops: DataFrame) -> DataFrame:
-    """(index) of what can take an acquired copy away unseen: a broker fault
-    taking effect or ending (a nemesis start/stop with its value: the
-    schedule writes each twice, first without), and a client crash."""
+def _is_fault() -> Column:
+    """What can take an acquired copy away unseen: a broker fault taking
+    effect or ending (a nemesis start/stop with its value: the schedule
+    writes each twice, first without), and a client crash."""
     f, nem = F.col("f"), F.col("process") == "nemesis"
     broker = (
         nem
@@ -158,7 +165,7 @@ def _faults(ops: DataFrame) -> DataFrame:
         & (f.startswith("start-") | f.startswith("stop-"))
         & ~f.endswith("-crash-client")
     )
-    return ops.filter(broker | (~nem & (f == "crash"))).select("index")
+    return broker | (~nem & (f == "crash"))
 
 
 def _faults_after(index: Column, late: list[int]) -> Column:

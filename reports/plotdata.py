@@ -11,8 +11,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+
+from checkers.schema import spark_schema
+from harness.history import sidecar
 
 # process is an int for clients and "nemesis" for faults: read as text.
 SCHEMA = "index LONG, time LONG, process STRING, type STRING, f STRING, value STRING"
@@ -33,8 +36,19 @@ class PlotData:
     end: float = 0.0
 
 
+def _ops(spark: SparkSession, history: Path) -> DataFrame:
+    """(index, time, process, type, f, value): from the sealed sidecar when
+    there is one (no JSON to parse), else from the JSONL."""
+    files = sidecar.usable(history)
+    if files is None:
+        return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(history))
+    ops = spark.read.schema(spark_schema(sidecar.OPS_SCHEMA)).parquet(str(files["ops"]))
+    process = F.when(F.col("nemesis"), F.lit("nemesis")).otherwise(F.col("proc").cast("string"))
+    return ops.select("index", "time", process.alias("process"), "type", "f", "value")
+
+
 def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) -> PlotData:
-    ops = spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(history))
+    ops = _ops(spark, history)
     client = ops.filter(F.col("process") != "nemesis")
     by_process = Window.partitionBy("process").orderBy("index")
     done = (

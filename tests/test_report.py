@@ -170,3 +170,32 @@ def test_a_nights_run_makes_a_report_as_light_as_a_short_one(spark, tmp_path):
     assert page.count("<tr><td>partition</td>") == MAX_FAULT_ROWS
     assert f"and {hours // 10 - MAX_FAULT_ROWS} more" in page
     assert len(page.encode()) < 500_000, len(page.encode())
+
+
+def test_plot_data_from_the_sidecar_is_the_jsonls(spark, tmp_path):
+    """A sealed run's report reads its columnar sidecar (each op's time, a
+    nemesis op's value), not the JSONL: the same plots either way."""
+    from harness.history import sidecar
+
+    b = Builder()
+    b.nemesis("start-partition")
+    b.nemesis("start-partition", {"shape": "halves", "grudge": {"n1": ["n2"]}})
+    for p in range(3):
+        b.send(p, [10 * p, 10 * p + 1], type=("ok", "info", "fail")[p])
+    b.nemesis("stop-partition", "network healed")
+    b.invoke(4, "receive", {"queue": "q"})
+    b.complete(4, "ok", {"msgs": [{"id": 0, "queue": "q"}]})
+    path = b.write(tmp_path / "history.jsonl", sidecar=True)
+    assert sidecar.usable(path) is not None
+    from_sidecar = plot_data(spark, path)
+    sidecar.paths(path)["manifest"].unlink()
+    from_jsonl = plot_data(spark, path)
+    def parsed(faults):  # the value's JSON text, as written (here with spaces) or compact
+        return [(name, start, end, json.loads(v)) for name, start, end, v in faults]
+
+    assert parsed(from_sidecar.faults) == parsed(from_jsonl.faults)
+    assert len(from_jsonl.faults) == 1
+    assert sorted(from_sidecar.latencies) == sorted(from_jsonl.latencies)
+    assert sorted(from_sidecar.throughput) == sorted(from_jsonl.throughput)
+    assert (from_sidecar.completions, from_sidecar.end) == (from_jsonl.completions, from_jsonl.end)
+    assert from_jsonl.completions == 4

@@ -1,7 +1,8 @@
 """The optional columnar sidecar of a history: the same ops, as Parquet.
 
 history.jsonl stays the source of truth. Beside it the writer can keep
-  history.ops.parquet   one row per op: index, proc, nemesis, type, f
+  history.ops.parquet   one row per op: index, time, proc, nemesis, type, f,
+                        and a nemesis op's value (JSON text)
   history.msgs.parquet  one row per message a message op (send, receive,
                         drain, txn) mentions and per entry of an effects
                         op: index, proc, f, type, mop (the txn mop's f),
@@ -31,6 +32,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -48,16 +50,19 @@ from .contract import (
 from .roles import RESET_FS, role
 
 # 2: proc, pos and queue per message (the offset checks read them)
-# 3: each row's role, marker rows, and the facts in the manifest
+# 3: each row's role, marker rows, and the facts in the manifest; each op's
+#    time and a nemesis op's value (the report reads them)
 VERSION = 3
 
 OPS_SCHEMA = pa.schema(
     [
         ("index", pa.int64()),
+        ("time", pa.int64()),
         ("proc", pa.int64()),
         ("nemesis", pa.bool_()),
         ("type", pa.string()),
         ("f", pa.string()),
+        ("value", pa.string()),  # a nemesis op's value as JSON text (the report's faults)
     ]
 )
 MSGS_SCHEMA = pa.schema(
@@ -235,12 +240,15 @@ class SidecarWriter:
             self.columnar = False
             return
         o = self._ops
+        value = op.get("value")
         for k, x in (
             ("index", op["index"]),
+            ("time", op["time"]),
             ("proc", None if nem else op["process"]),
             ("nemesis", nem),
             ("type", op["type"]),
             ("f", op["f"]),
+            ("value", orjson.dumps(value).decode() if nem and value is not None else None),
         ):
             o[k].append(x)
         m = self._msgs
