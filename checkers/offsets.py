@@ -260,18 +260,16 @@ def per_id(r: DataFrame, held: list[DataFrame]) -> DataFrame:
         )
     )
     failed = ~c("acked") & ~c("unknown") & c("fails")
-    name = (
-        F.when(failed & c("read"), F.lit("G1a"))
-        .when((c("partitions") > 1) | c("moved"), F.lit("duplicate"))
-        .when(c("lost_idx").isNotNull() & ~c("read"), F.lit("lost-write"))
-    )
-    names = F.array(
-        F.when(failed & c("read"), F.lit("G1a")),
-        F.when((c("partitions") > 1) | c("moved"), F.lit("duplicate")),
-        F.when(c("lost_idx").isNotNull() & ~c("read"), F.lit("lost-write")),
-    )
-    cases = ids.filter(name.isNotNull()).select(
-        "*", F.explode(F.array_compact(names)).alias("name")
+    found = {
+        "G1a": failed & c("read"),
+        "duplicate": (c("partitions") > 1) | c("moved"),
+        "lost-write": c("lost_idx").isNotNull() & ~c("read"),
+    }
+    names = F.array_compact(F.array(*(F.when(v, F.lit(k)) for k, v in found.items())))
+    cases = (
+        ids.select("*", names.alias("names"))
+        .filter(F.size("names") > 0)
+        .select("*", F.explode("names").alias("name"))
     )
     name = c("name")
     sort = (
@@ -288,7 +286,7 @@ def per_id(r: DataFrame, held: list[DataFrame]) -> DataFrame:
             queue=c("queue"),
             partition=c("partition"),
             reached=c("reached"),
-        )  # fmt: skip
+        )
     )
 
 
@@ -351,8 +349,8 @@ def sequences(r: DataFrame, known: DataFrame) -> DataFrame:
         .orderBy("index")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
-    last_ok = F.when(c("ok"), F.struct(c("last_off").alias("offset"), c("last_id").alias("id"),
-                                       "index"))  # fmt: skip
+    last = F.struct(c("last_off").alias("offset"), c("last_id").alias("id"), "index")
+    last_ok = F.when(c("ok"), last)
     pairs = seq.select("*", F.last(last_ok, ignorenulls=True).over(before).alias("prev")).filter(
         c("prev").isNotNull()
     )
@@ -546,8 +544,12 @@ def _lost(id_: int, rows: list[dict], far: dict[tuple, int]) -> dict[str, Any]:
         if acks and qp in far and last <= far[qp]:
             cands.append((min(acks), *qp, last))
     ack, q, p, last = min(cands)
-    reads = [(x["id"], x["index"]) for x in rows if x["read"] and (x["queue"], x["partition"],
-             x["offset"]) == (q, p, far[(q, p)])]  # fmt: skip
+    there = (q, p, far[(q, p)])
+    reads = [
+        (x["id"], x["index"])
+        for x in rows
+        if x["read"] and (x["queue"], x["partition"], x["offset"]) == there
+    ]
     by = max(reads) if reads else (None, None)
     return {
         "id": id_,
