@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         renders.append(
             timed(
                 [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                 "--window-size=1200,4000", f"--screenshot={shot}", page.as_uri()]
+                 "--window-size=1200,4000", f"--screenshot={shot}", page.resolve().as_uri()]
             )
         )  # fmt: skip
     history = run / "history.jsonl"
