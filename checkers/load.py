@@ -178,20 +178,21 @@ def _sidecar_msgs(spark: SparkSession, files: dict[str, Path]) -> DataFrame:
     return spark.read.schema(spark_schema(sidecar.MSGS_SCHEMA)).parquet(str(files["msgs"]))
 
 
+def sidecar_ops(spark: SparkSession, files: dict[str, Path]) -> DataFrame:
+    """The sidecar's op rows (its schema given, as for the message rows)."""
+    return spark.read.schema(spark_schema(sidecar.OPS_SCHEMA)).parquet(str(files["ops"]))
+
+
 def _sidecar_frames(spark: SparkSession, files: dict[str, Path]) -> tuple[DataFrame, DataFrame]:
     """The sidecar was validated op by op when written: nothing is `bad`.
     Each message row carries its role, so no string is compared per row."""
-    ops = (
-        spark.read.schema(spark_schema(sidecar.OPS_SCHEMA))
-        .parquet(str(files["ops"]))
-        .select(
-            "index",
-            "proc",
-            "type",
-            "f",
-            (~F.col("nemesis")).alias("is_client"),
-            F.lit(False).alias("bad"),
-        )
+    ops = sidecar_ops(spark, files).select(
+        "index",
+        "proc",
+        "type",
+        "f",
+        (~F.col("nemesis")).alias("is_client"),
+        F.lit(False).alias("bad"),
     )
     occ = (
         _sidecar_msgs(spark, files)

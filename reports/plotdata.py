@@ -14,7 +14,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checkers.schema import spark_schema
+from checkers.load import sidecar_ops
 from harness.history import sidecar
 
 # process is an int for clients and "nemesis" for faults: read as text.
@@ -42,7 +42,7 @@ def _ops(spark: SparkSession, history: Path) -> DataFrame:
     files = sidecar.usable(history)
     if files is None:
         return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(history))
-    ops = spark.read.schema(spark_schema(sidecar.OPS_SCHEMA)).parquet(str(files["ops"]))
+    ops = sidecar_ops(spark, files)
     process = F.when(F.col("nemesis"), F.lit("nemesis")).otherwise(F.col("proc").cast("string"))
     return ops.select("index", "time", process.alias("process"), "type", "f", "value")
 

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from harness.history import sidecar
 from reports.html import MAX_FAULT_ROWS, drawn_faults, property_rules, render
 from reports.junit import junit_xml
 from reports.plotdata import MAX_BUCKETS, fault_intervals, plot_data
@@ -175,8 +176,6 @@ def test_a_nights_run_makes_a_report_as_light_as_a_short_one(spark, tmp_path):
 def test_plot_data_from_the_sidecar_is_the_jsonls(spark, tmp_path):
     """A sealed run's report reads its columnar sidecar (each op's time, a
     nemesis op's value), not the JSONL: the same plots either way."""
-    from harness.history import sidecar
-
     b = Builder()
     b.nemesis("start-partition")
     b.nemesis("start-partition", {"shape": "halves", "grudge": {"n1": ["n2"]}})
@@ -190,6 +189,7 @@ def test_plot_data_from_the_sidecar_is_the_jsonls(spark, tmp_path):
     from_sidecar = plot_data(spark, path)
     sidecar.paths(path)["manifest"].unlink()
     from_jsonl = plot_data(spark, path)
+
     def parsed(faults):  # the value's JSON text, as written (here with spaces) or compact
         return [(name, start, end, json.loads(v)) for name, start, end, v in faults]
 
