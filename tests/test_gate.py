@@ -71,8 +71,14 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
     steps = [op["value"] for op in ops if op["f"] == "start-upgrade" and op["value"]]
     assert [s["node"] for s in steps] == ["n1", "n2", "n3"]
     assert all(s["to"] == str(INSTALL) for s in steps)
-    synced = [op["value"]["in-sync"] for op in ops if op["f"] == "stop-upgrade" and op["value"]]
-    assert synced == [True, True, True]
+    # each node back in sync before the next goes down; a partition can keep one
+    # away longer than the whole wait (pause_minority pauses the cut-off node),
+    # and then the step says so: the faults, not the upgrade, kept it out
+    synced = [op["value"] for op in ops if op["f"] == "stop-upgrade" and op["value"]]
+    assert [s["node"] for s in synced] == ["n1", "n2", "n3"]
+    for s in synced:
+        assert s["in-sync"] or ("running nodes" in s["why"] and s["under-fault-s"] > 0), s
+    assert sum(s["in-sync"] for s in synced) >= 2
     assert any(op["f"] == "stop-finalize" and op["value"] for op in ops)
     # B got worse where A held; the rolling run did not
     worse = {(f["run"], f["subject"]) for f in doc["findings"] if f["outcome"] == "worse"}

@@ -1,0 +1,62 @@
+"""A rolling upgrade step's wait for its node to rejoin: time under an
+active fault does not count against it (a partition holds the node away,
+not the upgrade), but faults that never let up do not hold the upgrade
+forever."""
+
+import threading
+import time
+from types import SimpleNamespace
+
+from nemesis.upgrade import RollingUpgrade
+
+
+class Cluster:
+    """In sync whenever no fault is active (as three nodes that rejoin at once)."""
+
+    def __init__(self, schedule):
+        self.schedule = schedule
+        self.nodes = [SimpleNamespace(name="n1")]
+
+    def await_in_sync(self, node, timeout, cancelled):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not cancelled():
+            if not self.schedule.active_names:
+                return {"node": node.name, "in-sync": True}
+            time.sleep(0.02)
+        return {"node": node.name, "in-sync": False, "why": "running nodes: n1: []"}
+
+
+def upgrade(active: set[str], sync_timeout: float) -> RollingUpgrade:
+    schedule = SimpleNamespace(active_names=active)
+    return RollingUpgrade(Cluster(schedule), schedule, start_after=0, sync_timeout=sync_timeout)
+
+
+def test_a_partition_longer_than_the_timeout_does_not_fail_the_step():
+    up = upgrade({"partition"}, sync_timeout=0.4)
+    threading.Timer(1.0, up.schedule.active_names.clear).start()  # the partition heals at 1 s
+    began = time.monotonic()
+    seen = up._await_in_sync(up.db.nodes[0])
+    assert seen["in-sync"] is True
+    assert 0.8 <= seen["under-fault-s"] <= 1.3
+    assert time.monotonic() - began < 1.3
+
+
+def test_faults_that_never_let_up_end_the_wait_after_three_timeouts():
+    up = upgrade({"partition"}, sync_timeout=0.3)
+    began = time.monotonic()
+    seen = up._await_in_sync(up.db.nodes[0])
+    took = time.monotonic() - began
+    assert seen["in-sync"] is False and seen["why"] == "running nodes: n1: []"
+    assert 0.85 <= took <= 1.3
+
+
+def test_without_faults_the_timeout_is_the_timeout():
+    up = upgrade(set(), sync_timeout=0.3)
+    up.db.await_in_sync = lambda node, timeout, cancelled: (
+        time.sleep(timeout),
+        {"node": node.name, "in-sync": False, "why": "its node is down"},
+    )[1]
+    began = time.monotonic()
+    seen = up._await_in_sync(up.db.nodes[0])
+    assert seen == {"node": "n1", "in-sync": False, "why": "its node is down", "under-fault-s": 0}
+    assert 0.25 <= time.monotonic() - began <= 0.6
