@@ -11,8 +11,10 @@
   that dies in between gets them redelivered; with auto-ack the broker
   forgets them as it pushes them, and a consumer that dies holding some
   loses them: the at-most-once trade.
-- `drain`: final phase, basic.get until the queue is empty, through one
-  node; acked after recording so the next drain does not see them again.
+- `drain`: final phase, a consumer with room for a whole batch until it
+  gets nothing, then basic.get (the only word on "empty") until the queue
+  is empty, through one node; acked after recording so the next drain does
+  not see them again.
 
 Every broker call is bounded: socket and connect timeouts, heartbeats (a
 paused broker is noticed), and the interpreter's deadline, whose `abort`
@@ -36,6 +38,7 @@ from ..sinks import Sink
 QUEUE_TYPES = ("quorum", "classic", "mirrored", "stream")
 ACK_MODES = ("manual", "auto")
 PORT = 5672
+DRAIN_BATCH = 1000  # messages one drain hands over at most
 
 
 @dataclass
@@ -111,6 +114,7 @@ class RabbitQueueClient:
         self.consuming = False
         self.buffer: list[tuple[int, bytes]] = []  # pushed by the broker, not yet handed over
         self.unacked_tag: int | None = None
+        self.drain_tag: str | None = None  # the drain's consumer
 
     # -- connection -------------------------------------------------------
     def open(self) -> None:
@@ -178,12 +182,27 @@ class RabbitQueueClient:
         return complete(op, "ok", {"msgs": self._msgs(taken)})
 
     def _drain(self, op: Op) -> Op:
-        taken: list[tuple[int, bytes]] = []
-        while len(taken) < 1000:
-            method, _, body = self.ch.basic_get(self.opts.queue, auto_ack=False)
-            if method is None:
+        """Up to DRAIN_BATCH messages pushed to a consumer with room for them all
+        (a basic.get per message is a round trip each: about 240 msgs/s on a
+        quorum queue). Only basic.get says the queue is empty: once a poll
+        brings nothing, the consumer is cancelled (pika nacks what it had not
+        yet handed over, back to the queue) and basic.get has the last word."""
+        if not self.consuming:
+            self.ch.basic_qos(prefetch_count=DRAIN_BATCH)
+            self.drain_tag = self.ch.basic_consume(self.opts.queue, self._on_message)
+            self.consuming = True
+        while len(self.buffer) < DRAIN_BATCH:
+            had = len(self.buffer)
+            self.conn.process_data_events(time_limit=self.opts.poll)
+            if len(self.buffer) == had:
                 break
-            taken.append((method.delivery_tag, body))
+        if not self.buffer:
+            self.ch.basic_cancel(self.drain_tag)
+            self.consuming = False
+            method, _, body = self.ch.basic_get(self.opts.queue, auto_ack=False)
+            if method is not None:
+                self.buffer.append((method.delivery_tag, body))
+        taken, self.buffer = self.buffer[:DRAIN_BATCH], self.buffer[DRAIN_BATCH:]
         if taken:
             self.unacked_tag = taken[-1][0]
         return complete(op, "ok", {"msgs": self._msgs(taken)})
