@@ -105,7 +105,8 @@ class RollingUpgrade:
         under a fault is known; never longer than three `sync_timeout`s in
         all (faults that never let up)."""
         quiet_left = self.sync_timeout
-        give_up = time.monotonic() + 3 * self.sync_timeout
+        start = time.monotonic()
+        give_up = start + 3 * self.sync_timeout
         under_fault = 0.0
         while True:
             faulted = bool(self.schedule.active_names)
@@ -121,7 +122,8 @@ class RollingUpgrade:
                 break
             if quiet_left <= 0 or time.monotonic() >= give_up:
                 break
-        return {**seen, "under-fault-s": round(under_fault, 1)}
+        waited = time.monotonic() - start
+        return {**seen, "waited-s": round(waited, 1), "under-fault-s": round(under_fault, 1)}
 
     def _run(self) -> None:
         try:

@@ -453,7 +453,7 @@ class Kafka(PidfileProcess):
                 if not lagging:
                     return {**out, "in-sync": True}
             time.sleep(0.5)
-        return {**out, "in-sync": False, "why": f"after {timeout:.0f} s: {', '.join(lagging[:5])}"}
+        return {**out, "in-sync": False, "why": f"out of sync: {', '.join(lagging[:5])}"}
 
     def _out_of_sync(self, broker: int) -> list[str]:
         """The partitions of `test_topics` that `broker` replicates and is not
