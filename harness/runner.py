@@ -495,8 +495,7 @@ class Run:
         if self.upgrade and not self.upgrade.done.is_set():
             # the rolling upgrade finishes under the same load and faults first
             self.progress.phase("final phase: the rolling upgrade finishes")
-            # a step waits up to three recovery timeouts when faults keep a node away
-            self.upgrade.wait(opts.recovery_timeout * (3 * len(nodes) + 1))
+            self.upgrade.wait()
         if not self.sink:
             self.progress.phase("final phase: stopping clients")
             self._stop_clients(interp)

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 # Shading in report.html, beside the faults' colours.
 COLOURS = {"upgrade": "#90caf9", "finalize": "#1e88e5"}
+# A node step's wait ends after this many sync timeouts in all, faults or not.
+STEP_WAIT_TIMEOUTS = 3
 
 
 class UpgradableDB(Protocol):
@@ -72,9 +74,11 @@ class RollingUpgrade:
         running = getattr(self.db, "running", {})
         return "upgrade " + " ".join(f"{n}:{v}" for n, v in running.items())
 
-    def wait(self, timeout: float) -> bool:
-        """Until every step was taken (the final phase waits for it)."""
-        return self.done.wait(timeout)
+    def wait(self) -> bool:
+        """Until every step was taken (the final phase waits for it), at most
+        as long as every node step and the finalize can take."""
+        steps = STEP_WAIT_TIMEOUTS * len(self.db.nodes) + 1
+        return self.done.wait(self.sync_timeout * steps)
 
     def stop(self) -> None:
         """No further step (an interrupted run): a wait for sync ends at once,
@@ -106,7 +110,7 @@ class RollingUpgrade:
         all (faults that never let up)."""
         quiet_left = self.sync_timeout
         start = time.monotonic()
-        give_up = start + 3 * self.sync_timeout
+        give_up = start + STEP_WAIT_TIMEOUTS * self.sync_timeout
         under_fault = 0.0
         while True:
             faulted = bool(self.schedule.active_names)

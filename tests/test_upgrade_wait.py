@@ -13,11 +13,15 @@ from nemesis.upgrade import RollingUpgrade
 class Cluster:
     """In sync whenever no fault is active (as three nodes that rejoin at once)."""
 
-    def __init__(self, schedule):
+    def __init__(self, schedule, node_down: bool = False):
         self.schedule = schedule
+        self.node_down = node_down  # never back, faults or not
         self.nodes = [SimpleNamespace(name="n1")]
 
     def await_in_sync(self, node, timeout, cancelled):
+        if self.node_down:
+            time.sleep(timeout)
+            return {"node": node.name, "in-sync": False, "why": "its node is down"}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not cancelled():
             if not self.schedule.active_names:
@@ -26,9 +30,10 @@ class Cluster:
         return {"node": node.name, "in-sync": False, "why": "running nodes: n1: []"}
 
 
-def upgrade(active: set[str], sync_timeout: float) -> RollingUpgrade:
+def upgrade(active: set[str], sync_timeout: float, node_down: bool = False) -> RollingUpgrade:
     schedule = SimpleNamespace(active_names=active)
-    return RollingUpgrade(Cluster(schedule), schedule, start_after=0, sync_timeout=sync_timeout)
+    cluster = Cluster(schedule, node_down)
+    return RollingUpgrade(cluster, schedule, start_after=0, sync_timeout=sync_timeout)
 
 
 def test_a_partition_longer_than_the_timeout_does_not_fail_the_step():
@@ -51,11 +56,7 @@ def test_faults_that_never_let_up_end_the_wait_after_three_timeouts():
 
 
 def test_without_faults_the_timeout_is_the_timeout():
-    up = upgrade(set(), sync_timeout=0.3)
-    up.db.await_in_sync = lambda node, timeout, cancelled: (
-        time.sleep(timeout),
-        {"node": node.name, "in-sync": False, "why": "its node is down"},
-    )[1]
+    up = upgrade(set(), sync_timeout=0.3, node_down=True)
     began = time.monotonic()
     seen = up._await_in_sync(up.db.nodes[0])
     assert 0.25 <= time.monotonic() - began <= 0.6

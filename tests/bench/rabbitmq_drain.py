@@ -1,10 +1,10 @@
 """How fast the final drain reads a RabbitMQ queue, next to the basic.get
 per message it replaced. In this one process, on a 3-node local cluster
 of its own: a quorum queue is filled with `--messages` confirmed
-messages, read by `RabbitQueueClient`'s drain ops until one comes back
-empty, as the final phase does (a consumer with room for a batch, basic.get
-for the last word), filled
-again and drained by one basic.get per message (the baseline). Prints
+messages, read by the final phase's own drain (`harness.runner.drain`:
+`RabbitQueueClient`'s drain ops, recorded, until one comes back empty; a
+consumer with room for a batch, basic.get for the last word), filled again
+and drained by one basic.get per message (the baseline). Prints
 each one's messages per second, and fails if either read other than every
 message exactly once.
 
@@ -22,8 +22,10 @@ import pika
 from rich.console import Console
 from rich.table import Table
 
+from harness.history import HistoryWriter, read_history
 from harness.nodes.localcluster import LocalCluster
 from harness.nodes.remote import Remote
+from harness.runner import RunOptions, drain
 from workloads.rabbitmq.client import RabbitQueueClient, RabbitQueueOptions
 from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
 
@@ -36,18 +38,13 @@ def fill(params: pika.ConnectionParameters, queue: str, n: int) -> None:
             ch.basic_publish("", queue, str(i).encode(), pika.BasicProperties(delivery_mode=2))
 
 
-def drain_by_consumer(client: RabbitQueueClient) -> list[int]:
-    ids: list[int] = []
-    client.open()
-    while True:
-        rec = client.invoke({"process": 0, "f": "drain", "type": "invoke", "value": None})
-        assert rec["type"] == "ok", rec
-        client.after_recorded(rec)
-        if not rec["value"]["msgs"]:
-            break
-        ids += [m["id"] for m in rec["value"]["msgs"]]
-    client.close()
-    return ids
+def drain_by_consumer(client: RabbitQueueClient, history: Path) -> list[int]:
+    """The final phase's own drain, its ops recorded; the ids read back."""
+    with HistoryWriter(history) as h:
+        drain(h, [client], RunOptions())
+    return [
+        m["id"] for op in read_history(history) if op["type"] == "ok" for m in op["value"]["msgs"]
+    ]
 
 
 def drain_by_get(params: pika.ConnectionParameters, queue: str) -> list[int]:
@@ -88,7 +85,7 @@ def main() -> None:
         table = Table("drain", "messages", "seconds", "msgs/s")
         for name, read in (
             ("consumer + basic.get (queuecheck)", lambda: drain_by_consumer(
-                RabbitQueueClient("n1", host, opts, deadline=30))),
+                RabbitQueueClient("n1", host, opts, deadline=30), work / "history.jsonl")),
             ("basic.get per message (baseline)", lambda: drain_by_get(params, opts.queue)),
         ):  # fmt: skip
             fill(params, opts.queue, args.messages)

@@ -173,11 +173,13 @@ class RabbitQueueClient:
         self._consume()
         # Wait for the first message only when nothing is buffered.
         self.conn.process_data_events(time_limit=0 if self.buffer else self.opts.poll)
-        taken, self.buffer = (
-            self.buffer[: self.opts.receive_batch],
-            self.buffer[self.opts.receive_batch :],
-        )
-        if taken and self.opts.ack == "manual":
+        return self._hand_over(op, self.opts.receive_batch, acks=self.opts.ack == "manual")
+
+    def _hand_over(self, op: Op, most: int, acks: bool) -> Op:
+        """Up to `most` buffered messages, in delivery order; with `acks`, the
+        last one's tag is what `after_recorded` acks up to."""
+        taken, self.buffer = self.buffer[:most], self.buffer[most:]
+        if taken and acks:
             self.unacked_tag = taken[-1][0]
         return complete(op, "ok", {"msgs": self._msgs(taken)})
 
@@ -202,10 +204,7 @@ class RabbitQueueClient:
             method, _, body = self.ch.basic_get(self.opts.queue, auto_ack=False)
             if method is not None:
                 self.buffer.append((method.delivery_tag, body))
-        taken, self.buffer = self.buffer[:DRAIN_BATCH], self.buffer[DRAIN_BATCH:]
-        if taken:
-            self.unacked_tag = taken[-1][0]
-        return complete(op, "ok", {"msgs": self._msgs(taken)})
+        return self._hand_over(op, DRAIN_BATCH, acks=True)
 
     def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
         """Effect (with a sink), then ack everything up to the completion's last
