@@ -112,7 +112,7 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions):
         help="partition shapes, one at random per partition; isolate-primary cuts a leader "
         "of the test's partitions or queues from the other brokers (not from clients); "
         "isolate-primary-data only from their replication, for brokers whose controllers "
-        "talk on a port of their own",
+        "talk on a port of their own; isolate-replica cuts off a node that leads none of them",
         choices=SHAPES + AIMED_SHAPES,
     )
     fault_targets: list[str] = option(

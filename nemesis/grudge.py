@@ -18,7 +18,10 @@ SHAPES = ("isolate", "halves", "bridge", "majorities-ring")
 # isolate-primary-data cuts only the brokers' data port (replication), so the
 # leader still reaches the controllers: it shrinks its in-sync set to itself
 # and goes on acknowledging alone, which a full cut (controllers too) prevents.
-AIMED_SHAPES = ("isolate-primary", "isolate-primary-data")
+# isolate-replica cuts off a node the broker does NOT name as leader: where a
+# lone replica may take over (a classic mirror promoting itself under
+# autoheal), both sides acknowledge, and the side healing throws its half away.
+AIMED_SHAPES = ("isolate-primary", "isolate-primary-data", "isolate-replica")
 DATA_ONLY_SHAPES = ("isolate-primary-data",)
 
 

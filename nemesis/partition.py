@@ -73,11 +73,18 @@ class PartitionNemesis:
         if shape not in AIMED_SHAPES:
             return (*random_grudge([shape], names, rng), {})
         chosen, picked = pick("primaries", self.nodes, rng, self.db)
-        lone = rng.choice(chosen).name
         if "fallback" in picked:
             note = {"fallback": picked["fallback"]}
         else:
             note = {"primaries": picked["nodes"]}
+        if shape == "isolate-replica":
+            others = [n for n in names if n not in picked["nodes"]]
+            if "fallback" in picked or not others:  # nobody named, or every node leads
+                others = names
+                note = {"fallback": "the broker named no node but its leaders: one at random"}
+            lone = rng.choice(others)
+        else:
+            lone = rng.choice(chosen).name
         return shape, isolated(names, lone), {**note, "isolated": lone}
 
     def stop(self) -> Any:

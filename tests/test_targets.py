@@ -114,6 +114,25 @@ def test_isolate_primary_cuts_the_leader_from_every_other_broker():
         PartitionNemesis(nodes, ["isolate-boss"])
 
 
+def test_isolate_replica_cuts_off_a_node_that_leads_nothing():
+    names = ["n1", "n2", "n3"]
+    nodes = [SimpleNamespace(name=n, spec=SimpleNamespace(host=n)) for n in names]
+    part = PartitionNemesis(nodes, ["isolate-replica"], Leaders(primaries=["n1", "n3"]))
+    for seed in range(20):  # never the leaders, whatever the draw
+        shape, grudge, note = part._grudge(names, random.Random(seed))
+        assert (shape, note) == ("isolate-replica", {"primaries": ["n1", "n3"], "isolated": "n2"})
+        assert grudge["n2"] == {"n1", "n3"} and grudge["n1"] == {"n2"}
+    part = PartitionNemesis(nodes, ["isolate-replica"], Leaders(primaries=["n1"]))
+    lone = {part._grudge(names, random.Random(seed))[2]["isolated"] for seed in range(20)}
+    assert lone == {"n2", "n3"}
+    # nobody named, or every node leads: one node at random, said so
+    for db in (Leaders(), Leaders(primaries=names)):
+        _, _, note = PartitionNemesis(nodes, ["isolate-replica"], db)._grudge(
+            names, random.Random(0)
+        )
+        assert "fallback" in note and note["isolated"] in names
+
+
 class Rules:
     """Stands in for the partition's iptables chain: the rules added per node."""
 
