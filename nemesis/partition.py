@@ -81,7 +81,7 @@ class PartitionNemesis:
             others = [n for n in names if n not in picked["nodes"]]
             if "fallback" in picked or not others:  # nobody named, or every node leads
                 others = names
-                note = {"fallback": "the broker named no node but its leaders: one at random"}
+                note = {"fallback": "the broker named no leader, or every node: one at random"}
             lone = rng.choice(others)
         else:
             lone = rng.choice(chosen).name
