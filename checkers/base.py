@@ -9,24 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 Validity = bool | Literal["unknown"]
 UNKNOWN: Literal["unknown"] = "unknown"
-
-# The three properties of the contract, then the offset checker's, in the
-# order reports show them.
-PROPERTIES = (
-    "at-most-once",
-    "at-least-once",
-    "exactly-once-effect",
-    "per-partition-order",
-    "read-committed",
-    # share groups (checkers/share.py)
-    "share-at-least-once",
-    "share-delivery-limit",
-    "share-redelivery",
-)
 
 
 def worst(*vs: Validity) -> Validity:
@@ -77,7 +63,18 @@ class CheckResult:
 
 
 class Checker(Protocol):
-    name: str
+    """One checker (checkers/registry.py lists them). Class attributes say
+    what it judges, for the reports and `--claims`: the properties it owns
+    (unknown if it raises), the counts and anomaly kinds that decide each
+    property it has a say in (`rules`), its anomaly kinds with what each
+    means, and when a pass of a property it owns is hollow
+    (checkers/exercise.py)."""
+
+    name: ClassVar[str]
+    properties: ClassVar[tuple[str, ...]]
+    rules: ClassVar[dict[str, tuple[str, ...]]]
+    anomalies: ClassVar[dict[str, str]]
+    hollow: ClassVar[dict[str, Any]]
 
     def check(self, history: Any, test: dict[str, Any]) -> CheckResult: ...
 
@@ -98,7 +95,7 @@ def run_checkers(
             result = checker.check(history, test)
         except Exception as e:  # noqa: BLE001 - a checker bug must not hide the others
             msg = f"{checker.name}: {type(e).__name__}: {e}"
-            props = {p: Property(UNKNOWN, msg) for p in getattr(checker, "properties", ())}
+            props = {p: Property(UNKNOWN, msg) for p in checker.properties}
             result = CheckResult(properties=props, errors=[msg])
         total = total.merge(result)
     return total

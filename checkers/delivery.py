@@ -18,8 +18,12 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
+from harness.history.roles import ACK, ATTEMPT, DELIVER, EFFECT, FAIL, INFO, OPEN_ATTEMPT
+from harness.history.roles import DRAIN_READ as DRAIN
+
 from .base import UNKNOWN, CheckResult, Property
-from .load import ACK, ATTEMPT, DELIVER, DRAIN, EFFECT, FAIL, INFO, OPEN_ATTEMPT, LoadedHistory
+from .exercise import HollowRule, above_zero, fault_seen, no_fault
+from .load import LoadedHistory
 from .spark import by_id
 
 EXAMPLES = 5
@@ -202,6 +206,16 @@ def counts_and_examples(
 class DeliveryChecker:
     name = "delivery"
     properties = tuple(PROPERTY_RULES)
+    rules = PROPERTY_RULES
+    anomalies = {name: what for name, (_, what) in ANOMALIES.items()}
+    hollow: dict[str, HollowRule] = {
+        "at-least-once": (fault_seen, no_fault("could make a message go missing")),
+        "at-most-once": (fault_seen, no_fault("forced a redelivery or a retried send")),
+        "exactly-once-effect": (
+            above_zero("duplicated"),
+            "no message was delivered twice: no redelivery tested the sink",
+        ),
+    }
 
     def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
         facts = history.facts

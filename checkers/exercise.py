@@ -24,7 +24,7 @@ hence into results.json's `history` object (optional fields):
                             contract)
 
 `mark_exercised`, run on the composed result of every checker, then decides
-per property (RULES): exercised or not, and if it held without being
+per property (each checker's `hollow` rules): exercised or not, and if it held without being
 exercised, why the pass is hollow. results_document writes that as
 `"exercised": bool` and `"hollow": reason` on each property entry and
 `"hollow": [claimed properties that passed hollow]` at the top.
@@ -72,7 +72,10 @@ def exercise_counts(rows: list[tuple[str, str, bool, int]]) -> dict[str, Any]:
 
 class ExerciseChecker:
     name = "exercise"
-    properties = ()
+    properties: tuple[str, ...] = ()
+    rules: dict[str, tuple[str, ...]] = {}
+    anomalies: dict[str, str] = {}
+    hollow: dict[str, HollowRule] = {}
 
     def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
         if history.facts.tally is not None:  # counted by the sidecar's writer
@@ -97,65 +100,42 @@ def describe(info: dict[str, Any]) -> str:
     )
 
 
-def _fault_seen(info: dict[str, Any]) -> bool | None:
+# A hollow-pass rule: (was the property exercised? from (counts, info), None
+# when its evidence is missing; the reason a pass without it is hollow).
+# Each checker keeps the rules of the properties it owns (`hollow`);
+# checkers/registry.py gathers them.
+HollowRule = tuple[Callable[[dict, dict], bool | None], str]
+
+
+def fault_seen(counts: dict, info: dict[str, Any]) -> bool | None:
+    """Some fault started or some client crashed (None: not counted)."""
     if FAULTS not in info:
         return None
     return sum(info[FAULTS].values()) > 0 or info.get(CLIENT_CRASHES, 0) > 0
 
 
-def _above_zero(counts: dict[str, int], name: str) -> bool | None:
-    return counts[name] > 0 if name in counts else None
+def above_zero(name: str) -> Callable[[dict, dict], bool | None]:
+    """Exercised when count `name` is above zero (None: not counted)."""
+    return lambda counts, info: counts[name] > 0 if name in counts else None
 
 
-NO_FAULT = "no fault was started: nothing {could}"
-
-# property -> (exercised? from (counts, info), None when its evidence is
-#              missing; the reason a pass without it is hollow)
-RULES: dict[str, tuple[Callable[[dict, dict], bool | None], str]] = {
-    "at-least-once": (
-        lambda counts, info: _fault_seen(info),
-        NO_FAULT.format(could="could make a message go missing"),
-    ),
-    "at-most-once": (
-        lambda counts, info: _fault_seen(info),
-        NO_FAULT.format(could="forced a redelivery or a retried send"),
-    ),
-    "per-partition-order": (
-        lambda counts, info: _fault_seen(info),
-        NO_FAULT.format(could="could disturb the order of a partition"),
-    ),
-    "exactly-once-effect": (
-        lambda counts, info: counts["duplicated"] > 0 if "duplicated" in counts else None,
-        "no message was delivered twice: no redelivery tested the sink",
-    ),
-    "read-committed": (
-        lambda counts, info: (
-            info[TXN_ABORTED_OR_UNKNOWN] > 0 if TXN_ABORTED_OR_UNKNOWN in info else None
-        ),
-        "no transaction aborted or ended unknown: there was nothing uncommitted to read",
-    ),
-    "share-at-least-once": (
-        lambda counts, info: _fault_seen(info),
-        NO_FAULT.format(could="could make a share group drop a record"),
-    ),
-    "share-delivery-limit": (
-        lambda counts, info: _above_zero(counts, "share-redelivered"),
-        "no record was delivered twice: none came near the limit",
-    ),
-    "share-redelivery": (
-        lambda counts, info: _above_zero(counts, "share-released"),
-        "no release was acknowledged: there was nothing to redeliver",
-    ),
-}
+def info_above_zero(name: str) -> Callable[[dict, dict], bool | None]:
+    """Exercised when the run's tally `name` (info) is above zero."""
+    return lambda counts, info: info[name] > 0 if name in info else None
 
 
-def mark_exercised(result: CheckResult) -> CheckResult:
-    """Each property with a rule gets `exercised`, and `hollow` (the reason)
-    when it held without being exercised. Properties whose evidence is
-    missing (a checker failed) are left undecided."""
+def no_fault(could: str) -> str:
+    return f"no fault was started: nothing {could}"
+
+
+def mark_exercised(result: CheckResult, rules: dict[str, HollowRule]) -> CheckResult:
+    """Each property with a rule (checkers/registry.py's hollow_rules()) gets
+    `exercised`, and `hollow` (the reason) when it held without being
+    exercised. Properties whose evidence is missing (a checker failed) are
+    left undecided."""
     props = dict(result.properties)
     for name, p in props.items():
-        rule = RULES.get(name)
+        rule = rules.get(name)
         if rule is None:
             continue
         decide, why = rule

@@ -15,17 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkers.base import PROPERTIES, results_document, run_checkers
-from checkers.delivery import DeliveryChecker
-from checkers.exercise import ExerciseChecker, mark_exercised
-from checkers.load import history_path, load_history
-from checkers.offsets import OffsetChecker
-from checkers.share import ShareChecker
+from checkers.base import results_document, run_checkers
+from checkers.exercise import mark_exercised
+from checkers.load import load_history
+from checkers.registry import hollow_rules, new_checkers, properties
 from checkers.spark import DEFAULT_DRIVER_MEMORY, spark_session
+from harness.rundir import RunDir, RunFileError, write_json
 
-TEST_FILE = "test.json"
 DEFAULT_CLAIMS = ("at-least-once",)
-RESULTS_FILE = "results.json"
 
 
 class UsageError(ValueError):
@@ -36,23 +33,11 @@ def parse_claims(text: str | None) -> list[str] | None:
     if text is None:
         return None
     claims = [c.strip() for c in text.split(",") if c.strip()]
-    unknown = [c for c in claims if c not in PROPERTIES]
+    known = properties()
+    unknown = [c for c in claims if c not in known]
     if unknown:
-        raise UsageError(
-            f"--claims: unknown property {unknown[0]!r}; known: {', '.join(PROPERTIES)}"
-        )
+        raise UsageError(f"--claims: unknown property {unknown[0]!r}; known: {', '.join(known)}")
     return claims
-
-
-def read_test(path: Path) -> dict[str, Any]:
-    """The run's test.json (next to the history), or {} for a bare history."""
-    test_file = path.parent / TEST_FILE
-    if not test_file.is_file():
-        return {}
-    try:
-        return json.loads(test_file.read_text())
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{test_file}: not valid JSON ({e})") from None
 
 
 def check(
@@ -67,12 +52,16 @@ def check(
     """Checks one history; claims default to the ones its test.json carries,
     and with neither to at-least-once: what goes in must come out (a
     history judged against no claim at all could never fail). `on_step` is
-    told each step as it starts (harness.progress.CheckProgress shows them)."""
+    told each step as it starts (harness.run.progress.CheckProgress shows them)."""
     step = on_step or (lambda name: None)
-    hp = history_path(path)
+    run = RunDir.find(path)
+    hp = run.history
     if not hp.is_file():
         raise UsageError(f"{path}: no history file (expected {hp})")
-    test = read_test(hp)
+    try:
+        test = run.read_test()
+    except RunFileError as e:
+        raise UsageError(str(e)) from None
     source = "--claims"
     if claims is None and "claims" in test:
         claims, source = parse_claims(",".join(test["claims"])) or [], "test.json"
@@ -82,8 +71,7 @@ def check(
     spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
     step("reading and validating the history")
     history = load_history(spark, hp, use_sidecar=use_sidecar)
-    checkers = [DeliveryChecker(), OffsetChecker(), ShareChecker(), ExerciseChecker()]
-    result = mark_exercised(run_checkers(checkers, history, test, step))
+    result = mark_exercised(run_checkers(new_checkers(), history, test, step), hollow_rules())
     doc = results_document(result, claims)
     doc.setdefault("history", {}).update(path=str(hp), source=history.source)
     doc["claims-source"] = source  # optional field: where the claims came from
@@ -92,11 +80,7 @@ def check(
 
 def write_results(doc: dict[str, Any], out: Path) -> Path:
     """Writes atomically, so a reader never sees half a results.json."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    tmp.replace(out)
-    return out
+    return write_json(out, doc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     doc = check(args.path, parse_claims(args.claims))
-    out = Path(args.out) if args.out else history_path(args.path).parent / RESULTS_FILE
+    out = Path(args.out) if args.out else RunDir.find(args.path).results
     write_results(doc, out)
     print(json.dumps({"valid": doc["valid"], "results": str(out)}))
     return {True: 0, False: 1}.get(doc["valid"], 2)

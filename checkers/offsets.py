@@ -73,20 +73,29 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from harness.history.roles import RESET, RESET_FS, UNCOMMITTED_READ
-
-from .base import UNKNOWN, CheckResult, Property
-from .load import (
+from harness.history.roles import (
     ACK,
     ATTEMPT,
     DELIVER,
-    DRAIN,
     FAIL,
     INFO,
     OPEN_ATTEMPT,
-    LoadedHistory,
-    role_of,
+    RESET,
+    RESET_FS,
+    UNCOMMITTED_READ,
 )
+from harness.history.roles import DRAIN_READ as DRAIN
+
+from .base import UNKNOWN, CheckResult, Property
+from .columns import role_of
+from .exercise import (
+    TXN_ABORTED_OR_UNKNOWN,
+    HollowRule,
+    fault_seen,
+    info_above_zero,
+    no_fault,
+)
+from .load import LoadedHistory
 from .spark import by_id
 
 EXAMPLES = 5
@@ -607,6 +616,15 @@ def find_cycles(edges: list[tuple[int, int, str, dict]]) -> dict[str, list[dict[
 class OffsetChecker:
     name = "offsets"
     properties = ("per-partition-order", "read-committed")
+    rules = PROPERTY_RULES
+    anomalies = WHAT
+    hollow: dict[str, HollowRule] = {
+        "per-partition-order": (fault_seen, no_fault("could disturb the order of a partition")),
+        "read-committed": (
+            info_above_zero(TXN_ABORTED_OR_UNKNOWN),
+            "no transaction aborted or ended unknown: there was nothing uncommitted to read",
+        ),
+    }
 
     def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
         facts = history.facts

@@ -58,8 +58,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from harness.history.roles import ACK
+
 from .base import UNKNOWN, CheckResult, Property
-from .load import ACK, LoadedHistory
+from .exercise import HollowRule, above_zero, fault_seen, no_fault
+from .load import LoadedHistory
 
 EXAMPLES = 5
 PROPERTIES = ("share-at-least-once", "share-delivery-limit", "share-redelivery")
@@ -116,6 +119,19 @@ def applies(test: dict[str, Any]) -> bool:
 class ShareChecker:
     name = "share"
     properties = PROPERTIES
+    rules = PROPERTY_RULES
+    anomalies = {name: what for name, (what, _) in ANOMALIES.items()}
+    hollow: dict[str, HollowRule] = {
+        "share-at-least-once": (fault_seen, no_fault("could make a share group drop a record")),
+        "share-delivery-limit": (
+            above_zero("share-redelivered"),
+            "no record was delivered twice: none came near the limit",
+        ),
+        "share-redelivery": (
+            above_zero("share-released"),
+            "no release was acknowledged: there was nothing to redeliver",
+        ),
+    }
 
     def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
         if not applies(test):

@@ -1,4 +1,5 @@
-"""The store: one directory per run, `store/<test-name>/<YYYYmmddTHHMMSS>/`.
+"""The store: one directory per run, `store/<test-name>/<YYYYmmddTHHMMSS>/`
+(its files: rundir.py).
 
 `store/latest` (and `store/<test-name>/latest`) point at the newest run, so
 `queuecheck check store/latest` re-judges the last history.
@@ -6,17 +7,17 @@
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from .options import option
+from .names import bad_name
+from .options import OptionError, option
+from .rundir import RunDir
 
 DEFAULT_ROOT = Path(os.environ.get("QUEUECHECK_STORE", "store"))
+LATEST = "latest"
 
 
 @dataclass
@@ -24,16 +25,22 @@ class StoreOptions:
     store: str = option(str(DEFAULT_ROOT), "store root: one directory per run")
 
 
-SECRET_KEYS = re.compile(r"pass(word)?|secret|token|private|cookie", re.I)
+def ensure_store(root: str | os.PathLike) -> Path:
+    """The store's root, made if missing; an OS error names the option."""
+    path = Path(root)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"cannot write in {path}")
+    except OSError as e:
+        raise OptionError(f"--store {root}: not a directory runs can be kept in ({e})") from None
+    return path
 
 
-def scrub(obj: Any) -> Any:
-    """The spec without secrets: values under secret-looking keys are masked."""
-    if isinstance(obj, dict):
-        return {k: ("***" if SECRET_KEYS.search(str(k)) else scrub(v)) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [scrub(v) for v in obj]
-    return obj
+def name_problem(name: str) -> str | None:
+    """Why a test name cannot name a directory of the store (it would reach
+    outside it, or hold a separator), or None."""
+    return bad_name("--name", name)
 
 
 def _point(link: Path, target: Path) -> None:
@@ -43,26 +50,34 @@ def _point(link: Path, target: Path) -> None:
     tmp.replace(link)
 
 
-def new_run_dir(test_name: str, root: Path = DEFAULT_ROOT) -> Path:
-    """Creates a fresh run directory and points the `latest` links at it."""
+def new_run_dir(test_name: str, root: Path = DEFAULT_ROOT) -> RunDir:
+    """Creates a fresh run directory (`latest` is pointed at it only once the
+    run is judged: point_latest)."""
+    why = name_problem(test_name)
+    if why:
+        raise OptionError(why)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    base = root / test_name
-    base.mkdir(parents=True, exist_ok=True)
-    run = base / stamp
-    n = 1
-    while True:
-        try:
-            run.mkdir()
-            break
-        except FileExistsError:  # two runs in one second
-            n += 1
-            run = base / f"{stamp}-{n}"
-    _point(base / "latest", run)
-    _point(root / "latest", run)
-    return run
+    base = ensure_store(root) / test_name
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        run = base / stamp
+        n = 1
+        while True:
+            try:
+                run.mkdir()
+                break
+            except FileExistsError:  # two runs in one second
+                n += 1
+                run = base / f"{stamp}-{n}"
+    except OSError as e:
+        raise OptionError(f"--store {root}: cannot make a run directory there ({e})") from None
+    return RunDir.at(run)
 
 
-def write_test(run: Path, test: dict[str, Any]) -> Path:
-    path = run / "test.json"
-    path.write_text(json.dumps(scrub(test), indent=2) + "\n")
-    return path
+def point_latest(run: RunDir) -> None:
+    """`store/latest` and `store/<test>/latest` name `run`: a run that was
+    judged (or recorded whole, when asked not to be judged). A run that
+    failed or was interrupted never moves them, so a nightly comparison
+    with `latest` compares with the last good run."""
+    _point(run.path.parent / LATEST, run.path)
+    _point(run.path.parent.parent / LATEST, run.path)

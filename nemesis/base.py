@@ -1,35 +1,83 @@
 """The nemesis protocol: one fault per file, each able to start, stop and
 heal itself. The schedule (schedule.py) records every start and stop in the
 history as `process: "nemesis"` ops, so the checker and the report see when
-each fault was active."""
+each fault was active.
+
+A fault owns its settings: `options` names the option classes it reads
+(dataclasses of harness.options fields, declared in its own file; the
+registry gathers them into the run's options, with their flags, help,
+choices and ranges), and `refuse` says, from the broker's DB class and
+those settings, before any node is reached, what it cannot do there."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from harness.options import OptionError, settings_of
+from workloads.capabilities import supports
 
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
     from workloads.db import DB
 
+T = TypeVar("T")
+
+
+class Settings:
+    """The run's fault settings, read back typed: `settings.of(LossOptions)`."""
+
+    def __init__(self, source: Any):
+        self._source = source
+
+    def of(self, cls: type[T]) -> T:
+        return settings_of(cls, self._source)
+
+
+class ClientCrashes(Protocol):
+    """What crash-client strikes through (the interpreter implements it)."""
+
+    def crash(self, indexes: list[int], point: str) -> list[dict[str, Any]]:
+        """Marks client slots to crash at `point`; returns who will be crashed."""
+        ...
+
+    def crash_pending(self, index: int) -> bool:
+        """Whether the slot was asked to crash and has not yet."""
+        ...
+
 
 @dataclass
 class FaultContext:
-    """What a fault may act on: the nodes, the broker's lifecycle, the
-    interpreter (client crashes), and the run's options (RunOptions)."""
+    """What a fault may act on: the nodes, the broker's lifecycle, the client
+    processes (crash-client: the slots of each role, and how to crash
+    them), and its settings."""
 
     nodes: list[Remote]
     db: DB
-    interpreter: Any
-    options: Any
+    settings: Settings
+    crashes: ClientCrashes | None = None
+    producers: tuple[int, ...] = ()
+    consumers: tuple[int, ...] = ()
+
+
+def require(db: type, capability: type, what: str, lacks: str) -> None:
+    """Refuses `what` (a flag and value) where the DB class lacks `capability`."""
+    if not supports(db, capability):
+        raise OptionError(f"{what}: {getattr(db, 'name', db.__name__)}'s brokers {lacks}")
 
 
 class Nemesis(Protocol):
     name: ClassVar[str]  # the ops are "start-<name>" and "stop-<name>"
     summary: ClassVar[str]  # one line for --help
     colour: ClassVar[str]  # its shading in report.html
+    options: ClassVar[tuple[type, ...]]  # the option classes of its settings
     instant: bool  # a one-shot fault (a client crash) has nothing to stop
+
+    @classmethod
+    def refuse(cls, db: type, settings: Settings) -> None:
+        """Raises OptionError, naming the option, when the broker's DB class
+        lacks what this fault needs with these settings; before any node."""
 
     @classmethod
     def build(cls, ctx: FaultContext) -> Nemesis:

@@ -11,15 +11,32 @@ at-most-once, at-least-once and exactly-once effect apart."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
+from harness.options import option
 from workloads.client import CRASH_POINTS, IN_FLIGHT, NEXT_OP
 
-from .base import FaultContext
+from .base import ClientCrashes, FaultContext, Settings
 
 RANDOM = "random"
 POINTS = (NEXT_OP, *CRASH_POINTS, RANDOM)
 TARGETS = ("consumers", "producers", "both")
+
+
+@dataclass
+class CrashOptions:
+    crash_point: str = option(
+        NEXT_OP,
+        "where crash-client strikes a consumer: before its next op, or while it processes "
+        "its next delivery (random: one of the three processing moments)",
+        choices=POINTS,
+    )
+    crash_clients: str = option(
+        "consumers",
+        "whom crash-client strikes; producers crash with a send in flight, which is then info",
+        choices=TARGETS,
+    )
 
 
 class ClientCrashNemesis:
@@ -27,29 +44,35 @@ class ClientCrashNemesis:
     summary = "client crashes (--crash-point, --crash-clients)"
     colour = "#8d6e63"
     instant = True
+    options = (CrashOptions,)
+
+    @classmethod
+    def refuse(cls, db: type, settings: Settings) -> None:
+        """Clients crash on every broker."""
 
     @classmethod
     def build(cls, ctx: FaultContext) -> ClientCrashNemesis:
-        o = ctx.options
+        o = ctx.settings.of(CrashOptions)
+        assert ctx.crashes is not None, "crash-client needs the run's client processes"
         return cls(
-            ctx.interpreter,
-            consumers=list(range(o.producers, o.concurrency)),  # the slots past the producers
-            producers=list(range(o.producers)),
+            ctx.crashes,
+            consumers=list(ctx.consumers),
+            producers=list(ctx.producers),
             point=o.crash_point,
             target=o.crash_clients,
         )
 
     def __init__(
         self,
-        interpreter,
+        interpreter: ClientCrashes,
         consumers: list[int],
         producers: list[int] = (),
         point: str = NEXT_OP,
         target: str = "consumers",
     ):
-        """`consumers`/`producers`: the interpreter slots of each role; `point`:
-        where a consumer crash strikes; `target`: which role crashes (both: one
-        of each per crash)."""
+        """`interpreter`: who crashes client slots; `consumers`/`producers`:
+        the slots of each role; `point`: where a consumer crash strikes;
+        `target`: which role crashes (both: one of each per crash)."""
         self.interpreter = interpreter
         self.point = point
         self.consumers = list(consumers)

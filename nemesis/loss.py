@@ -6,13 +6,22 @@ usable."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from harness.nodes.remote import Remote
+from harness.options import PROBABILITY, option
 
-from .base import FaultContext
+from .base import FaultContext, Settings
 from .iptables import LOSS_CHAIN, Chain, on_all
-from .targets import pick_any
+from .targets import TargetOptions, pick_any, refuse_targets
+
+
+@dataclass
+class LossOptions:
+    loss_probability: float = option(
+        0.3, "share of packets the loss fault drops", range=PROBABILITY
+    )
 
 
 class LossNemesis:
@@ -20,10 +29,16 @@ class LossNemesis:
     summary = "a share of the targets' packets dropped (--loss-probability)"
     colour = "#ffe082"
     instant = False
+    options = (TargetOptions, LossOptions)
+
+    @classmethod
+    def refuse(cls, db: type, settings: Settings) -> None:
+        refuse_targets(db, settings)
 
     @classmethod
     def build(cls, ctx: FaultContext) -> LossNemesis:
-        return cls(ctx.nodes, ctx.options.loss_probability, ctx.options.fault_targets, ctx.db)
+        allowed = ctx.settings.of(TargetOptions).fault_targets
+        return cls(ctx.nodes, ctx.settings.of(LossOptions).loss_probability, allowed, ctx.db)
 
     def __init__(
         self,
@@ -32,8 +47,6 @@ class LossNemesis:
         allowed: list[str] | None = None,
         db: Any = None,
     ):
-        if not 0 < probability < 1:
-            raise ValueError(f"--loss-probability: {probability} is not in (0, 1)")
         self.nodes = nodes
         self.allowed = list(allowed or ["one"])
         self.db = db

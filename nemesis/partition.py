@@ -6,14 +6,29 @@ they run on the control machine, as in Jepsen."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from harness.nodes.remote import Remote
+from harness.options import option
+from workloads.capabilities import Leaders, ReplicationPort, supports
 
-from .base import FaultContext
+from .base import FaultContext, Settings, require
 from .grudge import AIMED_SHAPES, DATA_ONLY_SHAPES, SHAPES, isolated, random_grudge
 from .iptables import PARTITION_CHAIN, Chain, on_all
 from .targets import pick
+
+
+@dataclass
+class PartitionOptions:
+    partition_shapes: list[str] = option(
+        default_factory=lambda: list(SHAPES),
+        help="partition shapes, one at random per partition; isolate-primary cuts a leader "
+        "of the test's partitions or queues from the other brokers (not from clients); "
+        "isolate-primary-data only from their replication, for brokers whose controllers "
+        "talk on a port of their own; isolate-replica cuts off a node that leads none of them",
+        choices=SHAPES + AIMED_SHAPES,
+    )
 
 
 class PartitionNemesis:
@@ -21,27 +36,27 @@ class PartitionNemesis:
     summary = "network partitions (--partition-shapes)"
     colour = "#90caf9"
     instant = False
+    options = (PartitionOptions,)
+
+    @classmethod
+    def refuse(cls, db: type, settings: Settings) -> None:
+        for shape in settings.of(PartitionOptions).partition_shapes:
+            what = f"--partition-shapes {shape}"
+            if shape in DATA_ONLY_SHAPES:
+                require(db, ReplicationPort, what, "replicate on the port their nodes talk on")
+            elif shape in AIMED_SHAPES:
+                require(db, Leaders, what, "name no leaders")
 
     @classmethod
     def build(cls, ctx: FaultContext) -> PartitionNemesis:
-        return cls(ctx.nodes, ctx.options.partition_shapes, ctx.db)
+        return cls(ctx.nodes, ctx.settings.of(PartitionOptions).partition_shapes, ctx.db)
 
     def __init__(self, nodes: list[Remote], shapes: list[str] | None = None, db: Any = None):
         self.nodes = nodes
         self.db = db
         self.shapes = list(shapes or SHAPES)
-        known = SHAPES + AIMED_SHAPES
-        unknown = [s for s in self.shapes if s not in known]
-        if unknown:
-            raise ValueError(f"partition shape {unknown[0]!r} is not one of {', '.join(known)}")
         # the port the brokers replicate on, apart from their controllers' (Kafka's)
-        self.data_port = getattr(db, "replication_port", None)
-        data_only = [s for s in self.shapes if s in DATA_ONLY_SHAPES]
-        if data_only and self.data_port is None:
-            raise ValueError(
-                f"partition shape {data_only[0]!r}: this cluster's brokers name no "
-                "replication port apart from their control traffic"
-            )
+        self.data_port = db.replication_port() if supports(db, ReplicationPort) else None
         self.chain = Chain(PARTITION_CHAIN)
         self._active = False
 

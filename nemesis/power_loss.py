@@ -7,10 +7,11 @@ writes; with log.flush.interval.messages=1 it should not."""
 from __future__ import annotations
 
 from harness.nodes.remote import Remote
-from workloads.db import DBError
+from workloads.capabilities import PowerLoss
 
-from .base import FaultContext
+from .base import FaultContext, Settings, require
 from .process import _OneNodeFault
+from .targets import TargetOptions
 
 
 class PowerLossNemesis(_OneNodeFault):
@@ -19,13 +20,25 @@ class PowerLossNemesis(_OneNodeFault):
     colour = "#616161"
 
     @classmethod
+    def refuse(cls, db: type, settings: Settings) -> None:
+        require(
+            db,
+            PowerLoss,
+            "--nemesis power-loss",
+            "keep no data on lazyfs, so cannot lose power (--lazyfs, where the broker has it)",
+        )
+        super().refuse(db, settings)
+
+    @classmethod
     def build(cls, ctx: FaultContext) -> PowerLossNemesis:
-        if not hasattr(ctx.db, "power_off"):
-            raise DBError(f"--nemesis power-loss: {ctx.db.name} has no lazyfs support")
-        return cls(ctx.db, ctx.options.fault_targets)
+        return cls(ctx.db, ctx.settings.of(TargetOptions).fault_targets)
+
+    def __init__(self, db: PowerLoss, allowed: list[str] | None = None):
+        super().__init__(db, allowed)  # type: ignore[arg-type]
+        self.power: PowerLoss = db
 
     def _inject(self, node: Remote) -> bool:
-        return self.db.power_off(node)  # type: ignore[attr-defined]
+        return self.power.power_off(node)
 
     def _undo(self, node: Remote) -> None:
-        self.db.power_on(node)  # type: ignore[attr-defined]
+        self.power.power_on(node)

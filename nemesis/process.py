@@ -11,19 +11,26 @@ from typing import Any
 from harness.nodes.remote import Remote, RemoteError
 from workloads.db import DB
 
-from .base import FaultContext
+from .base import FaultContext, Settings
 from .iptables import on_all
-from .targets import pick_any
+from .targets import TargetOptions, pick_any, refuse_targets
 
 log = logging.getLogger(__name__)
 
 
 class _OneNodeFault:
+    """A fault on the broker processes of the nodes --fault-targets names."""
+
     instant = False
+    options: tuple[type, ...] = (TargetOptions,)
+
+    @classmethod
+    def refuse(cls, db: type, settings: Settings) -> None:
+        refuse_targets(db, settings)
 
     @classmethod
     def build(cls, ctx: FaultContext):
-        return cls(ctx.db, ctx.options.fault_targets)
+        return cls(ctx.db, ctx.settings.of(TargetOptions).fault_targets)
 
     def __init__(self, db: DB, allowed: list[str] | None = None):
         self.db = db

@@ -1,10 +1,14 @@
 """Named fault mixes (`--nemesis-profile`): the run's fault options a common
-test wants, by name. Each is a set of RunOptions fields; an option given
-explicitly (not at its default) wins over the profile's."""
+test wants, by name. Each is a set of fault option fields (the registry's
+NemesisOptions and the faults' own); an option given explicitly (not at
+its default) wins over the profile's."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+from harness.options import default_of
 
 PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
     "leaders": (
@@ -47,3 +51,12 @@ PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
 
 def help_text() -> str:
     return "; ".join(f"{name}: {what}" for name, (what, _) in PROFILES.items())
+
+
+def apply_profile(options: Any, name: str) -> None:
+    """Fills `options` (a dataclass holding the fault options) with the
+    profile's values where they are still at their defaults."""
+    defaults = {f.name: default_of(f) for f in dataclasses.fields(options)}
+    for field, value in PROFILES[name][1].items():
+        if getattr(options, field) == defaults[field]:
+            setattr(options, field, value)

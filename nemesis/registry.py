@@ -1,7 +1,13 @@
-"""The faults, by name: --nemesis choices and help, validation and the
-report's fault colours all derive from this one table."""
+"""The faults, by name: --nemesis choices and help, the run's fault options
+(each fault's own option classes, gathered), validation and the report's
+fault colours all derive from this one table. A fault, with its settings,
+is its file plus one line in FAULTS."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.options import POSITIVE, gather, option
 
 from .base import Nemesis
 from .client_crash import ClientCrashNemesis
@@ -9,6 +15,8 @@ from .loss import LossNemesis
 from .partition import PartitionNemesis
 from .power_loss import PowerLossNemesis
 from .process import KillNemesis, PauseNemesis
+from .profiles import PROFILES
+from .profiles import help_text as profiles_help
 from .upgrade import COLOURS as UPGRADE_COLOURS
 
 FAULTS: dict[str, type[Nemesis]] = {
@@ -28,7 +36,32 @@ def help_text() -> str:
     return "; ".join(f"{name}: {f.summary}" for name, f in FAULTS.items())
 
 
-# The operator's restart of nodes still stuck after the final heal (harness/recovery.py).
+@dataclass
+class NemesisOptions:
+    """Which faults, and when (nemesis/schedule.py)."""
+
+    nemesis: list[str] = option(
+        default_factory=lambda: ["partition", "kill", "pause"],
+        help=f"faults, comma-separated, or none ({help_text()})",
+        choices=FAULTS,
+    )
+    nemesis_interval: float = option(10.0, "seconds between faults", range=POSITIVE)
+    nemesis_overlap: bool = option(
+        False, "each fault kind on its own rhythm, so faults of different kinds overlap"
+    )
+    nemesis_profile: str | None = option(
+        None,
+        f"a named fault mix; options given explicitly win ({profiles_help()})",
+        choices=PROFILES,
+    )
+
+
+# The run's fault options: the schedule's, then every fault's own settings.
+FaultOptions = gather(
+    "FaultOptions", [NemesisOptions, *(c for f in FAULTS.values() for c in f.options)]
+)
+
+# The operator's restart of nodes still stuck after the final heal (harness/run/recovery.py).
 OPERATOR_RESTART = "operator-restart"
 
 # Shading of every nemesis activity in report.html: the faults', a rolling

@@ -2,16 +2,24 @@
 
 Random nodes rarely hit where data is lost: a killed follower costs nothing.
 A fault's target is one of TARGETS, picked at random per start from those
-the run allows (--fault-targets); `primaries` and `controller` ask the broker
-who leads right now (DB.primaries, DB.controller). The chosen nodes, and why,
-go into the nemesis op's value.
+the run allows (--fault-targets); the aimed ones ask the broker who leads
+right now, through a capability of its DB (workloads/capabilities.py): a
+broker without it is refused by name before the run starts. The chosen
+nodes, and why, go into the nemesis op's value.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from harness.options import option
+from workloads.capabilities import Controller, Leaders
+
+from .base import Settings, require
 
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
@@ -20,26 +28,44 @@ log = logging.getLogger(__name__)
 
 # one: a random node; minority/majority: random nodes, one fewer than a
 # majority (at least one) or just a majority, as Jepsen sizes them; all:
-# every node; primaries: the nodes leading the test's partitions or queues;
-# controller: the active KRaft controller (Kafka).
-TARGETS = ("one", "minority", "majority", "all", "primaries", "controller")
+# every node. The aimed targets: who the broker names now, through the
+# capability its DB has (what it is called for a refusal; how to ask).
+AIMED: dict[str, tuple[type, str, Callable[[Any], list[str]]]] = {
+    "primaries": (Leaders, "name no leaders", lambda db: db.primaries()),
+    "controller": (Controller, "have no controller", lambda db: [db.controller()]),
+}
+TARGETS = ("one", "minority", "majority", "all", *AIMED)
+
+
+@dataclass
+class TargetOptions:
+    fault_targets: list[str] = option(
+        default_factory=lambda: ["one"],
+        help="whom kill, pause, loss and power-loss strike, one of these at random per "
+        "fault: one, minority, majority, all (nodes at random), primaries (the leaders of "
+        "the test's partitions or queues, asked of the broker then), controller (its active "
+        "controller, for brokers that have one)",
+        choices=TARGETS,
+    )
+
+
+def refuse_targets(db: type, settings: Settings) -> None:
+    """Every aimed target asked for needs its capability."""
+    for target in settings.of(TargetOptions).fault_targets:
+        if target in AIMED:
+            capability, lacks, _ = AIMED[target]
+            require(db, capability, f"--fault-targets {target}", lacks)
 
 
 def leaders(db: Any, target: str) -> list[str]:
-    """The node names the broker says lead now: [] when it cannot say (no
-    answer under a fault, or a broker without that notion, like RabbitMQ's
-    controller)."""
-    ask = getattr(db, target, None)
-    if ask is None:
-        return []
+    """The node names the broker says are `target` now: [] when it cannot
+    say (no answer under a fault)."""
     try:
-        found = ask()
+        found = AIMED[target][2](db)
     except Exception as e:  # noqa: BLE001 - a fault still strikes somewhere
         log.warning("asking for the %s failed: %s", target, e)
         return []
-    if found is None:
-        return []
-    return [found] if isinstance(found, str) else sorted(set(found))
+    return sorted({n for n in found if n})
 
 
 def pick(

@@ -7,7 +7,8 @@ Every step is a pair of nemesis ops in the history, so the report shades it
 and the checker sees when it happened: `start-upgrade` (the node, from and
 to) and `stop-upgrade` (back in sync or not), then `start-finalize` and
 `stop-finalize` (the finalized feature levels). The broker's lifecycle does
-the work (`UpgradableDB` below); a node step holds the schedule's lock, so
+the work (the RollingUpgrade capability, workloads/capabilities.py); a
+node step holds the schedule's lock, so
 no fault starts or stops a broker process halfway through it."""
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from harness.nodes.remote import Remote
+from workloads.capabilities import RollingUpgrade as Upgradable
 
 from .schedule import Schedule
+
+if TYPE_CHECKING:
+    from harness.nodes.remote import Remote
 
 log = logging.getLogger(__name__)
 
@@ -30,35 +33,11 @@ COLOURS = {"upgrade": "#90caf9", "finalize": "#1e88e5"}
 STEP_WAIT_TIMEOUTS = 3
 
 
-class UpgradableDB(Protocol):
-    nodes: list[Remote]
-
-    def upgrade_node(self, node: Remote) -> dict[str, Any]:
-        """Stops the node's broker, switches it to the new version, starts it;
-        returns what it did (node, from, to)."""
-
-    def await_in_sync(
-        self, node: Remote, timeout: float, cancelled: Callable[[], bool]
-    ) -> dict[str, Any]:
-        """Until the node serves and its replicas are in sync again (or
-        `timeout`, or `cancelled()`); returns what was seen (in-sync or not)."""
-
-    def await_cluster(self, timeout: float | None = None) -> None:
-        """Until every node serves (raises DBError otherwise)."""
-
-    def finalize_upgrade(self, timeout: float) -> dict[str, Any]:
-        """Raises the cluster's feature levels to the new version's (tries
-        again for up to `timeout` while a fault keeps a node away)."""
-
-    def finalized(self) -> dict[str, Any]:
-        """The finalized feature levels, as the cluster reports them."""
-
-
 class RollingUpgrade:
-    def __init__(
-        self, db: UpgradableDB, schedule: Schedule, start_after: float, sync_timeout: float
-    ):
+    def __init__(self, db: Upgradable, schedule: Schedule, start_after: float, sync_timeout: float):
+        """`db`: a broker's lifecycle (workloads/db.py: its `nodes`) that can roll."""
         self.db = db
+        self.nodes: list[Remote] = db.nodes  # type: ignore[attr-defined]
         self.schedule = schedule
         self.start_after = start_after
         self.sync_timeout = sync_timeout
@@ -71,13 +50,12 @@ class RollingUpgrade:
 
     def progress(self) -> str:
         """For the progress line: which version each node runs."""
-        running = getattr(self.db, "running", {})
-        return "upgrade " + " ".join(f"{n}:{v}" for n, v in running.items())
+        return "upgrade " + " ".join(f"{n}:{v}" for n, v in self.db.node_versions().items())
 
     def wait(self) -> bool:
         """Until every step was taken (the final phase waits for it), at most
         as long as every node step and the finalize can take."""
-        steps = STEP_WAIT_TIMEOUTS * len(self.db.nodes) + 1
+        steps = STEP_WAIT_TIMEOUTS * len(self.nodes) + 1
         return self.done.wait(self.sync_timeout * steps)
 
     def stop(self) -> None:
@@ -134,7 +112,7 @@ class RollingUpgrade:
             if self.stop_event.wait(self.start_after):
                 return
             record = self.schedule.record
-            for node in self.db.nodes:
+            for node in self.nodes:
                 # as an operator would: the next node goes down only once every
                 # broker serves (faults permitting: after the timeout, it goes anyway)
                 self._await_cluster()

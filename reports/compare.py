@@ -37,23 +37,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checkers import offsets
-from checkers.delivery import ANOMALIES as DELIVERY_ANOMALIES
+from checkers.registry import anomalies, property_rules
+from harness.rundir import JUNIT_FILE, RunDir, write_json, write_text
 
 from .console import WORD_STYLE, held_word
 
+# compare's own directory: the page, the decision as JSON, and junit.xml
 HTML_FILE = "compare.html"
-JUNIT_FILE = "junit.xml"
 JSON_FILE = "compare.json"
-LATENCY_FILE = "latency.json"
 LATENCY_VERSION = 1
 TIMED = ("send", "txn")  # the ops whose invoke → ok time is a latency sample
 PERCENTILES = (50, 95, 99)
 NOT_GATED_NOTE = "throughput and latency are reported, not gated"
 
-# Anomaly kinds: the delivery checker's, the offset checker's, and any other
-# name a results.json lists under `anomalies` (bad news by definition).
-KNOWN_ANOMALIES = (*DELIVERY_ANOMALIES, *offsets.ANOMALIES)
 # A redelivery is what at-least-once allows: bad only where at-most-once is claimed.
 DUPLICATION = ("duplicated", "duplicate")
 # Decides no property (checkers/offsets.py: Kafka promises no order between
@@ -117,11 +113,12 @@ def percentiles(samples: array) -> dict[str, Any]:
     return out
 
 
-def run_latency(run: Path) -> dict[str, Any] | None:
+def run_latency(path: str | os.PathLike) -> dict[str, Any] | None:
     """The run's latency figures from `latency.json`, recomputed when
     history.jsonl is newer (or another size) than it; None without a history.
     A run directory we may not write in is measured, just not cached."""
-    history, cache = run / "history.jsonl", run / LATENCY_FILE
+    run = RunDir.at(path)
+    history, cache = run.history, run.latency
     if not history.is_file():
         return None
     st = history.stat()
@@ -138,7 +135,7 @@ def run_latency(run: Path) -> dict[str, Any] | None:
     doc = {"version": LATENCY_VERSION, "history-bytes": st.st_size, "ops": list(TIMED)}
     doc |= history_latency(history)
     try:
-        _write(cache, json.dumps(doc, indent=2) + "\n")
+        write_json(cache, doc)
     except OSError:
         pass
     return doc
@@ -183,13 +180,13 @@ class Run:
         return self.stats.get("acknowledged-per-second")
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise CompareError(f"{path}: not a readable {what} ({type(e).__name__}: {e})") from e
+        raise CompareError(f"{path}: not a readable {path.name} ({type(e).__name__}: {e})") from e
     if not isinstance(doc, dict):
-        raise CompareError(f"{path}: not a {what} (a JSON object is expected)")
+        raise CompareError(f"{path}: not a {path.name} (a JSON object is expected)")
     return doc
 
 
@@ -200,21 +197,21 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> Run:
     if not given.is_dir():
         why = "not a directory" if given.exists() else "no such directory"
         raise CompareError(f"{given}: not a run directory ({why})")
-    results = given / "results.json"
+    run = RunDir.at(given)
+    results = run.results
     if not results.is_file():
-        if not any((given / f).is_file() for f in ("test.json", "history.jsonl")):
+        if not run.is_run():
             raise CompareError(
                 f"{given}: not a run directory (no results.json, test.json or history.jsonl)"
             )
         raise CompareError(f"{given}: no results.json (judge it first: queuecheck check {given})")
-    doc = _read_json(results, "results.json")
+    doc = _read_json(results)
     props = doc.get("properties")
     if "valid" not in doc or not isinstance(props, dict):
         raise CompareError(f"{results}: not a results.json (no 'valid' or no 'properties')")
     if not all(isinstance(p, dict) and "valid" in p for p in props.values()):
         raise CompareError(f"{results}: not a results.json (a property without 'valid')")
-    stats_file = given / "stats.json"
-    stats = _read_json(stats_file, "stats.json") if stats_file.is_file() else {}
+    stats = _read_json(run.stats) if run.stats.is_file() else {}
     real = given.resolve()
     return Run(
         path=given,
@@ -300,7 +297,9 @@ class Comparison:
 
     def anomaly_kinds(self) -> set[str]:
         listed = {k for r in self.runs for k in r.results.get("anomalies", {})}
-        return {k for k in self.kinds if k in KNOWN_ANOMALIES or k in listed}
+        # every checker's kinds, and any other a results.json lists (bad news by definition)
+        known = anomalies()
+        return {k for k in self.kinds if k in known or k in listed}
 
     def finding(self, i: int, kind: str, subject: str) -> Finding | None:
         return next(
@@ -386,8 +385,6 @@ def _property_findings(a: Run, b: Run, i: int, prop: str) -> Finding:
     gated = a.claims(prop) or b.claims(prop)
     what = f"{b.name}: {prop} {_word(b, prop)} (A {a.name}: {_word(a, prop)})"
     if outcome == "worse":
-        from .html import property_rules  # the counts each property is made of
-
         counts = ", ".join(
             f"{k}={b.count(k)}" for k in property_rules().get(prop, ()) if b.count(k)
         )
@@ -431,12 +428,6 @@ def compare(dirs: list[str | os.PathLike], names: list[str] | None = None) -> Co
 
 
 # Outputs ---------------------------------------------------------------------
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def default_out(dirs: list[str | os.PathLike]) -> Path:
@@ -503,13 +494,13 @@ def write_outputs(cmp: Comparison, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     links = []
     for run in cmp.runs:
-        report = run.path / "report.html"
+        report = RunDir.at(run.path).report
         links.append(os.path.relpath(report.resolve(), out.resolve()) if report.is_file() else None)
     files = {"html": out / HTML_FILE, "junit": out / JUNIT_FILE, "json": out / JSON_FILE}
     doc = cmp.to_dict()
-    _write(files["html"], render(doc, links))
-    _write(files["junit"], junit_xml(cmp))
-    _write(files["json"], json.dumps(doc, indent=2, default=str) + "\n")
+    write_text(files["html"], render(doc, links))
+    write_text(files["junit"], junit_xml(cmp))
+    write_json(files["json"], doc, default=str)
     cmp.files = files
     return files
 

@@ -8,24 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checkers import offsets, share
-from checkers.delivery import ANOMALIES, PROPERTY_RULES
 from checkers.exercise import describe
-
-
-def property_rules() -> dict[str, tuple[str, ...]]:
-    """Each property and the counts it is made of, from every checker with rules."""
-    rules: dict[str, tuple[str, ...]] = {}
-    for checker_rules in (PROPERTY_RULES, offsets.PROPERTY_RULES, share.PROPERTY_RULES):
-        for name, counts in checker_rules.items():
-            rules[name] = tuple(dict.fromkeys(rules.get(name, ()) + tuple(counts)))
-    return rules
-
-
-def property_rule(name: str) -> tuple[str, ...]:
-    """The counts that decide a property."""
-    return property_rules().get(name, ())
-
+from checkers.registry import anomalies, property_rule
 
 HELD = {True: "[green]held[/]", False: "[bold red]VIOLATED[/]", "unknown": "[yellow]unknown[/]"}
 # The style of each word held_word says.
@@ -73,7 +57,7 @@ def _examples(doc: dict[str, Any], names: tuple[str, ...], limit: int = 2) -> st
 
 def recovery_line(stats: dict[str, Any]) -> str | None:
     """How the cluster came back after the final heal (stats.json, written by
-    the run; harness/recovery.py), when that is news: it took a restart, or
+    the run; harness/run/recovery.py), when that is news: it took a restart, or
     it never did."""
     story = stats.get("recovery")
     if story is None or story == "by itself":
@@ -113,7 +97,7 @@ def print_verdict(
             _examples(doc, rule),
         )
     console.print(table)
-    quiet = (*ANOMALIES, *offsets.ANOMALIES)
+    quiet = anomalies()  # shown only when some happened
     summary = ", ".join(f"{k} {v}" for k, v in counts.items() if k not in quiet or v)
     console.print(f"messages: {summary}")
     hist = doc.get("history", {})

@@ -16,14 +16,15 @@ import matplotlib
 matplotlib.use("svg")  # no display; SVG stays sharp and inlines as text
 import matplotlib.pyplot as plt  # noqa: E402
 
-from checkers.delivery import ANOMALIES, COUNTS  # noqa: E402
+from checkers.delivery import COUNTS  # noqa: E402
 from checkers.exercise import describe  # noqa: E402
+from checkers.registry import anomalies, property_rules  # noqa: E402
+from harness.rundir import RunDir, write_text  # noqa: E402
 from nemesis.registry import COLOURS as NEMESIS_COLOURS  # noqa: E402
 
-from .console import held_word, property_rules, recovery_line  # noqa: E402
+from .console import held_word, recovery_line  # noqa: E402
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
-REPORT_FILE = "report.html"
 COLOURS = {"ok": "#2e7d32", "fail": "#c62828", "info": "#f9a825"}
 FAULT_COLOURS = NEMESIS_COLOURS  # faults and upgrade steps
 # The CSS class of each word held_word says.
@@ -165,7 +166,7 @@ OUTCOMES = tuple(c for c in COUNTS if c != "attempted" and not c.startswith("eff
 def outcome_plot(counts: dict[str, int]) -> str:
     names = [n for n in OUTCOMES if n in counts]
     fig, ax = plt.subplots(figsize=(8, 3))
-    bad = set(ANOMALIES)
+    bad = set(anomalies())
     bars = ax.barh(
         names,
         [counts[n] for n in names],
@@ -262,13 +263,12 @@ def cited_lines(history: Path, indexes: set[int]) -> dict[int, str]:
     return out
 
 
-def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> str:
+def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> str:
     anomalies, cited = _anomalies(doc)
-    lines = cited_lines(run / "history.jsonl", cited)
+    lines = cited_lines(run.history, cited)
     verdict = VERDICT.get(doc["valid"], str(doc["valid"]))
-    name = test.get("name", run.parent.name)
-    stats_path = run / "stats.json"
-    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+    name = test.get("name", run.path.parent.name)
+    stats = run.read_stats()
     faults = "".join(
         f"<tr><td>{_e(n)}</td><td>{s:.1f}</td><td>{'' if e is None else f'{e:.1f}'}</td>"
         f"<td>{_e(describe_fault(n, v))}</td></tr>"
@@ -312,9 +312,5 @@ def render(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData)
     )
 
 
-def write_report(run: Path, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> Path:
-    out = run / REPORT_FILE
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(render(run, doc, test, data))
-    tmp.replace(out)
-    return out
+def write_report(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> Path:
+    return write_text(run.report, render(run, doc, test, data))

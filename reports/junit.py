@@ -14,7 +14,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-JUNIT_FILE = "junit.xml"
+from checkers.registry import property_rules
+from harness.rundir import RunDir
 
 
 def _detail(doc: dict[str, Any], name: str, rules: dict[str, tuple[str, ...]]) -> str:
@@ -30,7 +31,8 @@ def _detail(doc: dict[str, Any], name: str, rules: dict[str, tuple[str, ...]]) -
     return "; ".join(parts)
 
 
-def junit_xml(doc: dict[str, Any], test_name: str, rules: dict[str, tuple[str, ...]]) -> str:
+def junit_xml(doc: dict[str, Any], test_name: str) -> str:
+    rules = property_rules()
     suite = ET.Element("testsuite", name=f"queuecheck.{test_name}")
     failures = errors = skipped = 0
     for name, prop in doc["properties"].items():
@@ -65,7 +67,6 @@ def junit_xml(doc: dict[str, Any], test_name: str, rules: dict[str, tuple[str, .
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_junit(run: Path, doc: dict[str, Any], test_name: str, rules) -> Path:
-    out = run / JUNIT_FILE
-    out.write_text(junit_xml(doc, test_name, rules))
-    return out
+def write_junit(run: RunDir, doc: dict[str, Any], test_name: str) -> Path:
+    run.junit.write_text(junit_xml(doc, test_name))
+    return run.junit

@@ -17,6 +17,9 @@ from itertools import groupby
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
+from harness.history import HISTORY_FILE
+from harness.rundir import REPORT_FILE, RESULTS_FILE, TEST_FILE, RunDir
+
 VERDICT = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
 STYLE = (
     "body{font-family:system-ui;margin:2em}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;"
@@ -30,22 +33,22 @@ STYLE = (
 def runs(store: Path) -> list[dict]:
     """Every run directory under the store, newest first."""
     out = []
-    for test_json in store.glob("*/*/test.json"):
-        run = test_json.parent
-        if run.is_symlink():
+    for test_json in store.glob(f"*/*/{TEST_FILE}"):
+        run = RunDir.at(test_json.parent)
+        if run.path.is_symlink():
             continue
-        results = run / "results.json"
+        results = run.results
         try:
             valid = json.loads(results.read_text()).get("valid") if results.exists() else None
         except (OSError, ValueError, AttributeError):
             valid = "unknown"  # a broken results.json is no verdict
         out.append(
             {
-                "name": run.parent.name,
-                "time": run.name,
+                "name": run.path.parent.name,
+                "time": run.path.name,
                 "verdict": VERDICT.get(valid, "not checked"),
-                "path": run.relative_to(store).as_posix(),
-                "report": (run / "report.html").exists(),
+                "path": run.path.relative_to(store).as_posix(),
+                "report": run.report.exists(),
             }
         )
     return sorted(out, key=lambda r: r["time"], reverse=True)
@@ -65,7 +68,7 @@ def _href(r: dict, file: str) -> str:
 
 def _cell(r: dict) -> str:
     """A run's verdict as a coloured cell linking to its report."""
-    target = "report.html" if r["report"] else "results.json"
+    target = REPORT_FILE if r["report"] else RESULTS_FILE
     title = html.escape(f"{r['time']}: {r['verdict']}")
     cls = html.escape(r["verdict"]) if r["verdict"] in VERDICT.values() else ""
     return f"<a class='cell {cls}' href='{_href(r, target)}' title='{title}'></a>"
@@ -74,8 +77,8 @@ def _cell(r: dict) -> str:
 def _row(r: dict, previous: dict | None) -> str:
     """One run's row: every name and path escaped (a test name is the user's)."""
     e = html.escape  # quotes too: values also land in attributes
-    links = [("report.html", "report")] if r["report"] else []
-    links += [("results.json", "results"), ("history.jsonl", "history")]
+    links = [(REPORT_FILE, "report")] if r["report"] else []
+    links += [(RESULTS_FILE, "results"), (HISTORY_FILE, "history")]
     parts = [f"<a href='{_href(r, f)}'>{label}</a>" for f, label in links]
     if previous:
         query = e(urlencode({"a": previous["path"], "b": r["path"]}))
@@ -118,7 +121,7 @@ def run_in_store(store: Path, rel: str) -> Path | None:
     root = store.resolve()
     try:
         path = (root / rel).resolve()
-        ok = path.parent.parent == root and (path / "test.json").is_file()
+        ok = path.parent.parent == root and RunDir.at(path).test.is_file()
     except (OSError, ValueError):  # a NUL byte, a loop of links
         return None
     return path if ok else None
@@ -142,7 +145,7 @@ def compare_page(store: Path, query: str) -> tuple[int, str]:
     except CompareError as e:
         return 404, str(e).replace(str(store.resolve()) + "/", "")
     links = [
-        f"/{quote(rel)}/report.html" if (d / "report.html").is_file() else None
+        f"/{quote(rel)}/{REPORT_FILE}" if RunDir.at(d).report.is_file() else None
         for rel, d in zip(rels, dirs, strict=True)
     ]
     return 200, render(cmp.to_dict(), links)

@@ -70,7 +70,7 @@ def start_test_cli(state, tmp_path, cluster: dict, *args):
     cmd = [
         sys.executable,
         "-m",
-        "harness.cli",
+        "harness.commands.cli",
         "test",
         "--state",
         str(state),
@@ -85,12 +85,19 @@ def start_test_cli(state, tmp_path, cluster: dict, *args):
     return proc, store
 
 
+def running_history(store) -> Path | None:
+    """The history of the run under way in `store` (its newest run directory:
+    `latest` moves only once a run is judged)."""
+    found = [p for p in Path(store).glob("*/*/history.jsonl") if not p.parent.is_symlink()]
+    return max(found, key=lambda p: p.parent.name, default=None)
+
+
 def wait_for_op(store, f, timeout=120):
     """Until the running test's history shows `f` done (its second, valued line)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        history = store / "latest" / "history.jsonl"
-        if history.exists():
+        history = running_history(store)
+        if history is not None:
             for line in history.read_text().splitlines():
                 op = json.loads(line) if line.endswith("}") else {}
                 if op.get("f") == f and op.get("value"):

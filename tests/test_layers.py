@@ -1,7 +1,10 @@
-"""The layers of the code, checked on its import graph: no import circle
-anywhere; the history contract at the bottom; node access below the run;
-checkers that see only the contract; brokers that live in their own
-folders; product code that imports no dev-only package."""
+"""The layers of the code, checked on its import graph, as folders: no import
+circle anywhere; harness's ground floor (the history contract, options,
+the run directory and the store, node access) at the bottom; brokers,
+faults, checkers and reports above it; harness/run/ (one run) above them;
+harness/commands/ (the command line and what runs several runs) on the
+roof, imported by nobody. Brokers live in their own folders; product code
+imports no dev-only package."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PACKAGES = ("harness", "nemesis", "workloads", "checkers", "reports")
 DEV_ONLY = ("psutil", "hypothesis", "pytest", "tests")
 BROKERS = {"kafka": "workloads.kafka", "rabbitmq": "workloads.rabbitmq"}
@@ -56,7 +60,7 @@ for _name, _path in MODULES.items():
 def test_the_graph_sees_every_package_and_real_edges():
     # A walker that found nothing would pass every rule below.
     assert len(MODULES) > 50
-    assert GRAPH.has_edge("harness.runner", "workloads.registry")
+    assert GRAPH.has_edge("harness.run.runner", "workloads.registry")
     assert GRAPH.has_edge("checkers.load", "harness.history")
 
 
@@ -69,26 +73,46 @@ def under(name: str, *prefixes: str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-RUN_LAYER = tuple(
-    f"harness.{m}"
-    for m in ("runner", "interpreter", "generator", "cli", "matrix", "demo", "store", "progress")
+# harness's ground floor: what everything above may use.
+GROUND = (
+    "harness.history",
+    "harness.options",
+    "harness.names",
+    "harness.rundir",
+    "harness.store",
+    "harness.nodes",
 )
+RUN = "harness.run"
+COMMANDS = "harness.commands"
+ABOVE_GROUND = ("workloads", "nemesis", "checkers", "reports")
+EVERYTHING = (*GROUND, *ABOVE_GROUND, RUN, COMMANDS)
+
+
+def test_every_module_lies_on_a_stated_floor():
+    """A module dropped into harness/ beside the floors belongs to none."""
+    loose = sorted(n for n in MODULES if n != "harness" and not under(n, *EVERYTHING))
+    assert loose == []
 
 
 @pytest.mark.parametrize(
     "layer, may_import",
     [
-        # the contract and the options helper are the bottom: nothing of ours below them
+        # the ground: the contract at the very bottom, options below everything
         ("harness.history", ("harness.history",)),
         ("harness.options", ()),
-        # node access: below the run, the brokers and the faults
-        ("harness.nodes", ("harness.nodes", "harness.options")),
-        # checkers see histories only (and read their options)
-        ("checkers", ("checkers", "harness.history", "harness.options")),
-        # brokers: the contract, nodes, options; never the run layer, faults or judging
-        ("workloads", ("workloads", "harness.history", "harness.nodes", "harness.options")),
-        ("nemesis", ("nemesis", "harness.history", "harness.nodes", "workloads")),
-        ("reports", ("reports", "checkers", "harness.history", "harness.options", "nemesis")),
+        ("harness.names", ()),
+        ("harness.rundir", ("harness.history",)),
+        ("harness.store", ("harness.options", "harness.names", "harness.rundir")),
+        ("harness.nodes", ("harness.nodes", "harness.options", "harness.names")),
+        # brokers: the ground only; never faults, judging or the run
+        ("workloads", ("workloads", *GROUND)),
+        ("nemesis", ("nemesis", "workloads", *GROUND)),
+        # checkers see histories and run directories only (and read their options)
+        ("checkers", ("checkers", "harness.history", "harness.options", "harness.rundir")),
+        ("reports", ("reports", "checkers", "nemesis", *GROUND)),
+        # one run: everything but the commands
+        (RUN, (RUN, *GROUND, *ABOVE_GROUND)),
+        (COMMANDS, EVERYTHING),
     ],
 )
 def test_each_layer_imports_only_what_lies_below_it(layer, may_import):
@@ -98,6 +122,11 @@ def test_each_layer_imports_only_what_lies_below_it(layer, may_import):
         if under(a, layer) and not under(b, *may_import) and b != "harness"
     )
     assert bad == [], f"{layer} imports above itself: {bad}"
+
+
+def test_nothing_imports_the_commands():
+    outside = [(a, b) for a, b in GRAPH.edges if under(b, COMMANDS) and not under(a, COMMANDS)]
+    assert outside == []
 
 
 def test_product_code_imports_no_dev_only_package():

@@ -5,61 +5,34 @@ CLI) knows brokers only through this class and that registry.
 
 A System declares, as class attributes: its option classes (dataclasses of
 harness.options fields: flags, defaults and validation come from there), its
-claims rows, its own sinks (beyond the table sinks), its demo and matrix
-presets. An instance, made for one run, owns the broker lifecycle (`db`),
-makes clients, prepares the queue once the cluster serves, and says what
+claims rows, its own sinks (beyond the table sinks), and its presets (the
+demo, matrix and findings rows: its presets.py). `settings` builds its
+typed options once, before any node is reached (refusing what cannot run,
+by name), and `db_class` says which lifecycle class, so which capabilities
+(workloads/capabilities.py), a run with them gets. An instance, made for
+one run from those settings, owns the broker lifecycle (`db`), makes
+clients, prepares the queue once the cluster serves, and says what
 test.json records of it.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.options import OptionError, add_arguments, flags_of, given
+from harness.options import OptionError, add_group, default_of, flags_of, given_of
 
 from .claims import TABLE_SINK_CLAIMS, Row, SinkClaims, claims_for
 from .client import Client
 from .db import DB
+from .presets import Presets
 from .sinks import TABLE_SINKS, Sink
 
 if TYPE_CHECKING:
     from harness.history import HistoryWriter
     from harness.nodes.existing import Existing
     from harness.nodes.remote import Remote
-
-
-@dataclass
-class Preset:
-    """A named configuration: a demo run or a matrix row. `options` are
-    RunOptions fields (system_options: this system's own options)."""
-
-    name: str
-    what: str  # the configuration, for a reader choosing a setup
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Finding:
-    """A row of the findings suite (harness/findings.py): a setup whose
-    outcome under its faults is known. `expect` says, per property, whether
-    it must hold (a known-good control) or must be caught violated (a
-    known-bad setup); `teaches` is what the row shows a reader."""
-
-    preset: Preset
-    expect: dict[str, bool]
-    teaches: str
-
-    @property
-    def known_bad(self) -> bool:
-        return not all(self.expect.values())
-
-
-# The findings that lose data in the brokers: every client produces and
-# nothing is read before the final drain (Jepsen's queue test), so whatever
-# the brokers drop meanwhile is missing from the drain, not already read.
-ENQUEUE_THEN_DRAIN: dict[str, Any] = {"concurrency": 10, "producers": 10}
 
 
 @dataclass
@@ -83,12 +56,7 @@ class System:
     claim_rows: ClassVar[list[Row]] = []
     own_sinks: ClassVar[dict[str, str]] = {}  # sink name -> what its effect is
     own_sink_claims: ClassVar[SinkClaims] = {}
-    demo: ClassVar[Preset | None] = None
-    matrix_rows: ClassVar[list[Preset]] = []
-    findings: ClassVar[list[Finding]] = []
-    # the port its brokers replicate on, apart from their control traffic
-    # (--partition-shapes isolate-primary-data cuts it alone); None: no such port
-    replication_port: ClassVar[int | None] = None
+    presets: ClassVar[Presets] = Presets()
 
     # What the generator and the final phase need.
     send_batch: int = 1  # messages per send op (or send mops per txn op)
@@ -98,7 +66,8 @@ class System:
     db: DB
     queue: str
 
-    def __init__(self, ctx: RunContext, options: dict[str, Any]):
+    def __init__(self, ctx: RunContext, settings: tuple[Any, ...]):
+        """`settings`: what `settings()` built for this run."""
         self.ctx = ctx
         self._history: HistoryWriter | None = None  # once the run opened it
 
@@ -119,19 +88,30 @@ class System:
         return out
 
     @classmethod
-    def check_options(cls, options: dict[str, Any]) -> None:
-        """Each option class's own checks, before any node is reached (a bad
-        combination is refused by name, not after a cluster came up); the
-        system builds them again, with the run's context, once it is made.
+    def settings(
+        cls,
+        given: dict[str, Any],
+        sink: str | None = None,
+        existing: Existing | None = None,
+        nodes: int | None = None,
+    ) -> tuple[Any, ...]:
+        """The system's typed options, one object per option class, built
+        once from what was given, with each class's own checks; before any
+        node is reached, so a bad combination (with the run's sink, on a
+        cluster someone else runs, or on `nodes` nodes) is refused by name.
         Raises OptionError or ValueError naming the option."""
-        for c, mine in zip(cls.option_classes, cls.split_options(options), strict=True):
-            c(**mine)
+        split = cls.split_options(given)
+        return tuple(c(**mine) for c, mine in zip(cls.option_classes, split, strict=True))
+
+    @classmethod
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
+        """The lifecycle class a run with these settings gets: what it can do
+        (its capabilities) decides which faults it takes."""
+        raise NotImplementedError
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group(cls.name)
-        for c in cls.option_classes:
-            add_arguments(group, c, label=cls.name)
+        add_group(parser, cls.name, cls.option_classes)
 
     @classmethod
     def flags(cls) -> set[str]:
@@ -139,10 +119,7 @@ class System:
 
     @classmethod
     def options_given(cls, args: argparse.Namespace) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for c in cls.option_classes:
-            out.update({k: v for k, v in given(args, c).items() if k not in out})
-        return out
+        return given_of(args, cls.option_classes)
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> DB:
@@ -195,10 +172,13 @@ class System:
         e = self.ctx.existing
         return {"existing": e.record()} if e else {}
 
-    def refuse_broker_options(self, given: dict[str, Any], names: tuple[str, ...]) -> None:
-        """An existing cluster keeps its own settings: options that would
-        configure its brokers are an error naming them."""
-        bad = [k for k in names if k in given]
+    @staticmethod
+    def refuse_broker_options(options: Any, names: tuple[str, ...]) -> None:
+        """An existing cluster keeps its own settings: options (of a typed
+        options object) that would configure its brokers, set to anything
+        but their defaults, are an error naming them."""
+        defaults = {f.name: default_of(f) for f in fields(options)}
+        bad = [k for k in names if getattr(options, k) != defaults[k]]
         if bad:
             raise OptionError(
                 f"--{bad[0].replace('_', '-')}: configures brokers the tool runs itself; an "

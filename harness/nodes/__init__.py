@@ -6,14 +6,23 @@ every command shares."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.options import DEFAULT_STATE, OptionError, option
+from harness.options import (
+    AT_LEAST_ONE,
+    DEFAULT_STATE,
+    NON_NEGATIVE,
+    OptionError,
+    check_values,
+    option,
+)
 
+from ..names import bad_name
+from .lease import ClusterName
 from .localcluster import LocalCluster
-from .names import bad_name
 from .remote import NodeSpec
 
 if TYPE_CHECKING:
@@ -26,7 +35,7 @@ DRIVERS = ("netns", "docker")
 
 @dataclass
 class NodeOptions:
-    nodes: int = option(3, "local cluster: node count")
+    nodes: int = option(3, "local cluster: node count", range=AT_LEAST_ONE)
     cluster_file: str | None = option(
         None, "JSON/TOML list of SSH nodes instead of the local cluster"
     )
@@ -47,16 +56,21 @@ class NodeOptions:
         "--driver docker: the node image (e.g. built from docker/Dockerfile)",
         shown_default="queuecheck/node:bookworm-<recipe hash>, built here when absent",
     )
+    wait_for_cluster: float = option(
+        0.0,
+        "seconds to wait for a cluster another run holds (0: exit 2 at once, naming it)",
+        range=NON_NEGATIVE,
+        metavar="SECONDS",
+    )
 
     def __post_init__(self) -> None:
+        # Every option of the command's options class (this one and those it
+        # is mixed with): types, choices, ranges.
+        check_values(self)
         # the prefix names this cluster's data tree on the nodes (data_base)
         why = bad_name("--prefix", self.prefix)
         if why:
             raise OptionError(why)
-        if self.nodes < 1:
-            raise OptionError(f"--nodes: {self.nodes} is below 1")
-        if self.driver not in DRIVERS:
-            raise OptionError(f"--driver: {self.driver!r} is not one of {', '.join(DRIVERS)}")
         if self.cluster_file and self.driver != "netns":
             raise OptionError(f"--driver {self.driver}: a --cluster-file names its own nodes")
         parent = getattr(super(), "__post_init__", None)
@@ -110,6 +124,41 @@ class NodeOptions:
         from .clusterfile import load_existing
 
         return load_existing(self.cluster_file)
+
+    def node_count(self) -> int:
+        """How many nodes the run will have (the cluster file read, no node reached)."""
+        if self.cluster_file:
+            from .clusterfile import load_cluster_file
+
+            return len(load_cluster_file(self.cluster_file))
+        return self.nodes
+
+    def cluster_name(self) -> ClusterName:
+        """What this cluster is, for its lease: the local cluster by its driver
+        and prefix (two state directories share it), a cluster file by the
+        machines it names (two files naming the same machines share it)."""
+        base = self.data_base()
+
+        def node_path(node: str) -> str:
+            return f"{base}/{node}.lease"
+
+        if self.cluster_file:
+            from .clusterfile import load_cluster_file
+
+            hosts = sorted(f"{s.host}:{s.port}" for s in load_cluster_file(self.cluster_file))
+            digest = hashlib.sha256(" ".join(hosts).encode()).hexdigest()[:16]
+            words = f"the machines of {self.cluster_file} ({', '.join(hosts)})"
+            return ClusterName(
+                f"hosts-{digest}", words, "another cluster file's machines", node_path
+            )
+        if self.driver == "docker":
+            where = hashlib.sha256(str(self.docker_host).encode()).hexdigest()[:8]
+            words = f"the Docker cluster {self.prefix} ({self.docker_host or 'default daemon'})"
+            beside = "another --prefix and --subnet"
+            return ClusterName(f"docker-{where}-{self.prefix}", words, beside, node_path)
+        words = f"the local cluster {self.prefix} (network namespaces)"
+        beside = "another --prefix, --subnet and --bridge"
+        return ClusterName(f"netns-{self.prefix}", words, beside, node_path)
 
     def running_dir(self) -> Path:
         """Where servers the tool starts on this machine (a sink database) are

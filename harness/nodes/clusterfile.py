@@ -8,8 +8,8 @@ import json
 import tomllib
 from pathlib import Path
 
+from ..names import bad_name
 from .existing import NODE_FIELDS, Existing, ExistingError, parse_existing
-from .names import bad_name
 from .remote import NodeSpec
 
 

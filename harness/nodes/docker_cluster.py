@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..names import bad_name
 from .localcluster import ClusterError, NodeLayout, parse_subnet, sh, wait_for_port
-from .names import bad_name
 from .remote import NodeSpec, Remote, RemoteError
 
 log = logging.getLogger(__name__)

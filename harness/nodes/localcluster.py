@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .names import bad_name
+from ..names import bad_name
 from .remote import NodeSpec
 
 # What this tool made on the host, each marked with the state directory of

@@ -29,7 +29,8 @@ from rich.table import Table
 from harness.nodes import NodeOptions
 from harness.nodes.remote import Remote
 from harness.options import add_arguments, given
-from harness.runner import Run, RunOptions
+from harness.run.options import RunOptions
+from harness.run.runner import Parts, Run
 from harness.store import StoreOptions
 from workloads.kafka.admin import create_topic
 from workloads.kafka.client import CLIENTS
@@ -83,10 +84,10 @@ class PerfRun(Run):
         self.records, self.record_size = records, record_size
         self.perf: dict | None = None
 
-    def _final_phase(self, history, system, nodes, schedule, interp) -> None:
-        super()._final_phase(history, system, nodes, schedule, interp)
+    def _final_phase(self, parts: Parts) -> None:
+        super()._final_phase(parts)
         self.progress.phase(f"Kafka's ProducerPerformance: {self.records} records")
-        self.perf = perf_tool(system, nodes[0], self.records, self.record_size)
+        self.perf = perf_tool(parts.system, parts.nodes[0], self.records, self.record_size)
         self.stats["perf-tool"] = self.perf
 
 

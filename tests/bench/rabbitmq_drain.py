@@ -1,7 +1,7 @@
 """How fast the final drain reads a RabbitMQ queue, next to the basic.get
 per message it replaced. In this one process, on a 3-node local cluster
 of its own: a quorum queue is filled with `--messages` confirmed
-messages, read by the final phase's own drain (`harness.runner.drain`:
+messages, read by the final phase's own drain (`harness.run.runner.drain`:
 `RabbitQueueClient`'s drain ops, recorded, until one comes back empty; a
 consumer with room for a batch, basic.get for the last word), filled again
 and drained by one basic.get per message (the baseline). Prints
@@ -25,7 +25,8 @@ from rich.table import Table
 from harness.history import HistoryWriter, read_history
 from harness.nodes.localcluster import LocalCluster
 from harness.nodes.remote import Remote
-from harness.runner import RunOptions, drain
+from harness.run.final import drain
+from harness.run.options import RunOptions
 from workloads.rabbitmq.client import RabbitQueueClient, RabbitQueueOptions
 from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
 
@@ -41,7 +42,8 @@ def fill(params: pika.ConnectionParameters, queue: str, n: int) -> None:
 def drain_by_consumer(client: RabbitQueueClient, history: Path) -> list[int]:
     """The final phase's own drain, its ops recorded; the ids read back."""
     with HistoryWriter(history) as h:
-        drain(h, [client], RunOptions())
+        opts = RunOptions()
+        drain(h, [client], opts.op_timeout, opts.recovery_timeout)
     return [
         m["id"] for op in read_history(history) if op["type"] == "ok" for m in op["value"]["msgs"]
     ]

@@ -52,7 +52,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from harness.options import check_choices, option
+from harness.options import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_values, option
 
 from ..client import Op, complete, describe, dispatch, process_delivery
 
@@ -100,14 +100,14 @@ class KafkaQueueOptions:
         "Kafka client engine: kafka-python, or confluent (confluent-kafka, librdkafka)",
         choices=CLIENTS,
     )
-    partitions: int = option(3, "topic partitions")
+    partitions: int = option(3, "topic partitions", range=AT_LEAST_ONE)
     acks: str = option("all", "producer acks", choices=ACKS)
     # it needs acks=all
     idempotence: bool | None = option(
         None, "idempotent producer", shown_default="on with --acks all"
     )
     retries: int | None = option(
-        None, "producer retries", shown_default="retry until the op deadline"
+        None, "producer retries", shown_default="retry until the op deadline", range=NON_NEGATIVE
     )
     consumer_mode: str = option(
         "subscribe",
@@ -119,17 +119,23 @@ class KafkaQueueOptions:
         "accept=90,release=8,reject=2",
         "share group: how consumers acknowledge what they get, as weights",
     )
-    share_lock: float = option(5.0, "share group: seconds a record stays acquired")
+    share_lock: float = option(5.0, "share group: seconds a record stays acquired", range=POSITIVE)
+    # Kafka's own bounds (group.share.min/max.delivery.count.limit, by default)
     share_delivery_limit: int = option(
-        3, "share group: deliveries after which an unaccepted record is archived"
+        3,
+        "share group: deliveries after which an unaccepted record is archived",
+        range=Range(2, 10),
     )
     group: str = "queuecheck"
     txn: bool = option(False, "transactional producers (txn ops), read_committed consumers")
     read_committed: bool = False  # consumers' isolation level (always, with txn)
     send_batch: int | None = option(
-        None, "messages per send op / sends per txn", shown_default="100; 5 with --txn"
+        None,
+        "messages per send op / sends per txn",
+        shown_default="100; 5 with --txn",
+        range=AT_LEAST_ONE,
     )
-    receive_batch: int = option(500, "messages one receive hands over at most")
+    receive_batch: int = option(500, "messages one receive hands over at most", range=AT_LEAST_ONE)
     poll: float = 0.1  # seconds a receive waits for records
     value_size: int = 0  # pad values to this many bytes
     session_timeout: float = 6.0  # consumer group session, seconds
@@ -137,7 +143,7 @@ class KafkaQueueOptions:
 
     def __post_init__(self) -> None:
         self.acks = str(self.acks)
-        check_choices(self)
+        check_values(self)
         if self.txn and self.client != "kafka-python":
             raise ValueError("--txn: transactions run on --client kafka-python only")
         if self.txn and self.idempotence is False:
@@ -160,10 +166,6 @@ class KafkaQueueOptions:
             self.ack_weights()  # checks --share-acks
         if self.send_batch is None:
             self.send_batch = 5 if self.txn else 100
-        if self.partitions < 1:
-            raise ValueError(f"--partitions: {self.partitions} is below 1")
-        if self.send_batch < 1 or self.receive_batch < 1:
-            raise ValueError("--send-batch and --receive-batch must be at least 1")
 
     def ack_weights(self) -> dict[str, int]:
         """--share-acks as {type: weight}; raises naming what is wrong."""

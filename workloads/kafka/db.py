@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.nodes.remote import Remote, RemoteError
-from harness.options import DEFAULT_STATE, option
+from harness.options import AT_LEAST_ONE, DEFAULT_STATE, check_values, option
 
+from ..capabilities import Controller, Leaders, PowerLoss, ReplicationPort, RollingUpgrade
 from ..db import DBError, PidfileProcess, copy_dirs, first_answer
 from ..install import digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
@@ -47,9 +48,11 @@ class KafkaOptions:
         None, "an unpacked Kafka (or its libs dir) instead of fetching", flag="--kafka-home"
     )
     state: Path = field(default_factory=lambda: DEFAULT_STATE)  # where fetched jars are cached
-    base: str = "/var/lib/queuecheck"
-    replication_factor: int = option(3, "topic replication factor")
-    min_insync_replicas: int = option(2, "min.insync.replicas of the topic")
+    base: str | None = None  # the nodes' data tree: the run's (RunContext.data_base)
+    replication_factor: int = option(3, "topic replication factor", range=AT_LEAST_ONE)
+    min_insync_replicas: int = option(
+        2, "min.insync.replicas of the topic (at most the replication factor)", range=AT_LEAST_ONE
+    )
     unclean_leader_election: bool = option(
         False, "let an out-of-sync replica become leader (unclean.leader.election.enable)"
     )
@@ -67,6 +70,7 @@ class KafkaOptions:
         "log.flush.interval.messages: fsync a partition's log every N messages "
         "(Kafka's default: never, leaving it to the OS and to replication)",
         shown_default="Kafka's",
+        range=AT_LEAST_ONE,
     )
     lazyfs: bool = option(
         False,
@@ -77,10 +81,7 @@ class KafkaOptions:
     ready_timeout: float = 120.0
 
     def __post_init__(self) -> None:
-        if self.flush_messages is not None and self.flush_messages < 1:
-            raise ValueError(f"--flush-messages: {self.flush_messages} is below 1")
-        if self.replication_factor < 1:
-            raise ValueError(f"--replication-factor: {self.replication_factor} is below 1")
+        check_values(self)
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             raise ValueError(
                 f"--min-insync-replicas: {self.min_insync_replicas} is not between 1 and "
@@ -94,7 +95,7 @@ class KafkaOptions:
                 "(Kafka does not roll back down)"
             )
         if not re.fullmatch(r"\d+[kmgKMG]", self.heap):
-            raise ValueError(f"--heap: {self.heap!r} is not a JVM size like 512m or 1g")
+            raise ValueError(f"--kafka-heap: {self.heap!r} is not a JVM size like 512m or 1g")
 
 
 def new_cluster_id() -> str:
@@ -129,9 +130,8 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
-class Kafka(PidfileProcess):
+class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort):
     name = "kafka"
-    replication_port = PORT  # the controllers talk on CONTROLLER_PORT
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
         self.nodes = nodes
@@ -180,6 +180,12 @@ class Kafka(PidfileProcess):
 
     def dir(self, node: Remote) -> str:
         return f"{self.opts.base}/{node.name}/kafka"
+
+    def replication_port(self) -> int:
+        return PORT  # the controllers talk on CONTROLLER_PORT
+
+    def node_versions(self) -> dict[str, str]:
+        return dict(self.running)
 
     def data(self, node: Remote) -> str:
         return f"{self.dir(node)}/data"
@@ -539,29 +545,12 @@ class Kafka(PidfileProcess):
             for m in re.finditer(r"Feature:\s*(\S+).*?FinalizedVersionLevel:\s*(\S+)", r.out)
         }
 
-    # -- power loss (nemesis/power_loss.py) -----------------------------------
-    def power_off(self, node: Remote) -> bool:
-        """The node loses power: the broker dies at once and, on lazyfs,
-        every write it had not fsynced is gone."""
-        if not self.lazy:
-            raise DBError("a power loss needs the brokers' data on lazyfs (--lazyfs)")
-        killed = self.kill(node)
-        lost = lose(node, self.data(node))
-        return killed or lost
-
     def checkpoint(self) -> None:
         """On lazyfs: what every broker wrote so far (format, start-up, the
         test's topics) goes to disk before the faults begin."""
         if self.lazy:
             for node in self.nodes:
                 self.lazy.checkpoint(node, self.data(node))
-
-    def power_on(self, node: Remote) -> None:
-        """Power back: the data mounted again from what was synced, the broker
-        started; a no-op for a node that has power."""
-        if self.lazy and not self.lazy.mounted(node, self.data(node)):
-            self.lazy.mount(node, self.data(node))
-        self.start(node)
 
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs and config into the store; never raises."""
@@ -576,3 +565,26 @@ class Kafka(PidfileProcess):
             node.run(f"rm -rf {self.dir(node)}", check=False, timeout=30)
         except RemoteError:
             pass
+
+
+class LazyfsKafka(Kafka, PowerLoss):
+    """Kafka with its data on lazyfs (--lazyfs): its nodes can lose power."""
+
+    def power_off(self, node: Remote) -> bool:
+        """The node loses power: the broker dies at once and every write it
+        had not fsynced is gone."""
+        killed = self.kill(node)
+        lost = lose(node, self.data(node))
+        return killed or lost
+
+    def power_on(self, node: Remote) -> None:
+        """Power back: the data mounted again from what was synced, the broker
+        started; a no-op for a node that has power."""
+        if self.lazy and not self.lazy.mounted(node, self.data(node)):
+            self.lazy.mount(node, self.data(node))
+        self.start(node)
+
+
+def kafka_class(opts: KafkaOptions) -> type[Kafka]:
+    """The lifecycle class of brokers the tool runs with these options."""
+    return LazyfsKafka if opts.lazyfs else Kafka

@@ -11,6 +11,7 @@ from typing import Any
 from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote
 
+from ..capabilities import Leaders
 from ..db import first_answer
 from ..existing import CommandLifecycle
 from .admin import partition_leaders, unfenced_brokers
@@ -31,7 +32,7 @@ BROKER_OPTIONS = (
 )
 
 
-class ExistingKafka(CommandLifecycle):
+class ExistingKafka(CommandLifecycle, Leaders):
     name = "kafka"
 
     def __init__(self, nodes: list[Remote], existing: Existing, opts: KafkaOptions):

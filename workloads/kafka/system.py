@@ -1,16 +1,16 @@
 """Kafka as a System: KRaft brokers (db.py), kafka-python or confluent-kafka
 clients (client.py, confluent.py, txn.py), its own consume-transform-produce
 sink (txn_sink.py), its claims (claims.py), and its demo, matrix and
-findings presets."""
+findings presets (presets.py)."""
 
 from __future__ import annotations
 
 import re
 import secrets
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaProducer
 
@@ -19,32 +19,20 @@ from harness.nodes.remote import Remote
 from ..client import Client, answer_within
 from ..db import DBError
 from ..sinks import Sink
-from ..system import ENQUEUE_THEN_DRAIN, Finding, Preset, RunContext, System
+from ..system import RunContext, System
 from . import claims
 from .admin import create_topic, leaderless, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
 from .confluent import ConfluentQueueClient, PolledProducer, close_polled, producer_config
-from .db import PORT, Kafka, KafkaOptions
+from .db import Kafka, KafkaOptions, kafka_class
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
+from .presets import PRESETS, TXN_SINK
 from .share import ShareQueueClient, set_share_group, share_group_config, warm_up_share_group
 from .txn import KafkaTxnClient
 
-TXN_SINK = "kafka-txn"
-
-# The faults that catch unclean election. A full cut also cuts the leader from
-# the KRaft controllers: its in-sync set cannot shrink and its writes wait (0
-# of 10 runs caught). Cut replication alone: the leader shrinks the set to
-# itself (replica.lag.time.max.ms, 5 s) and, if min.insync.replicas allows,
-# acknowledges alone; 10 s into the cut it is killed, and the controller,
-# finding no in-sync replica alive, may elect one that lacks those writes.
-REPLICATION_CUT_THEN_KILL = {
-    "nemesis_profile": "leaders",
-    "partition_shapes": ["isolate-primary-data"],
-    "nemesis_overlap": True,  # the kill half an interval into the cut
-    "nemesis_interval": 20.0,
-    **ENQUEUE_THEN_DRAIN,
-}
+if TYPE_CHECKING:
+    from harness.nodes.existing import Existing
 
 
 class KafkaSystem(System):
@@ -55,217 +43,50 @@ class KafkaSystem(System):
         TXN_SINK: "an output record committed in one transaction with the consumed offsets"
     }
     own_sink_claims = claims.SINK_CLAIMS
-    replication_port = PORT  # clients and replication; KRaft's controllers on their own
-    demo = Preset(
-        "demo-kafka-acks-all",
-        "Kafka KRaft, acks=all, idempotent producer, min.insync.replicas=2, consumer group",
-        {
-            "system": "kafka",
-            "nemesis": ["partition", "kill", "pause"],
-            "system_options": {"acks": "all", "idempotence": True},
-        },
-    )
-    matrix_rows = [
-        Preset(
-            "kafka-acks-all-dedupe",
-            "Kafka acks=all, idempotent producer, offsets committed after the effect, dedupe sink",
-            {"system": "kafka", "sink": "dedupe", "rate": 5.0, "system_options": {"acks": "all"}},
-        ),
-        Preset(
-            "kafka-transactions",
-            "Kafka transactional producers; consume-transform-produce with the offsets in the "
-            "output's transaction, read_committed",
-            {
-                "system": "kafka",
-                "sink": TXN_SINK,
-                # 20 messages a transaction: with ten transactional clients and three
-                # brokers on two cores a transaction takes a few hundred ms
-                "system_options": {"acks": "all", "txn": True, "send_batch": 20},
-            },
-        ),
-        Preset(
-            "kafka-share-dedupe",
-            "Kafka share group (KIP-932): records acquired, the effect, then accepted "
-            "(or released, rejected); dedupe sink",
-            {
-                "system": "kafka",
-                "sink": "dedupe",
-                "rate": 5.0,
-                "system_options": {"acks": "all", "client": "confluent", "consumer_mode": "share"},
-            },
-        ),
-    ]
-    findings = [
-        Finding(
-            Preset(
-                "kafka-acks1-leader-isolated",
-                "Kafka acks=1 (no idempotence), a partition leader isolated",
-                {
-                    "nemesis_profile": "leaders",
-                    # no kills: with a leader per node, "the leaders" are every
-                    # broker, and a crash keeps the page cache
-                    "nemesis": ["partition"],
-                    **ENQUEUE_THEN_DRAIN,
-                    "system": "kafka",
-                    "system_options": {"acks": "1"},
-                },
-            ),
-            {"at-least-once": False},
-            "acks=1 is acknowledged by the leader alone: a leader cut off from its "
-            "followers keeps acknowledging, a follower is elected, and the old leader "
-            "truncates what only it had",
-        ),
-        Finding(
-            Preset(
-                "kafka-unclean-min-isr-1",
-                "Kafka acks=all, min.insync.replicas=1, unclean leader election, the "
-                "leader's replication cut, then the leader killed",
-                {
-                    **REPLICATION_CUT_THEN_KILL,
-                    "system": "kafka",
-                    "system_options": {
-                        "acks": "all",
-                        "min_insync_replicas": 1,
-                        "unclean_leader_election": True,
-                        "partitions": 1,  # one leader: the kill strikes it alone
-                    },
-                },
-            ),
-            {"at-least-once": False},
-            "acks=all means all of the in-sync replicas, and with min.insync.replicas=1 that "
-            "can be the leader alone; unclean election then makes a replica that lacks its "
-            "writes the leader",
-        ),
-        Finding(
-            Preset(
-                "kafka-min-isr-2-replication-cut",
-                "Kafka acks=all, min.insync.replicas=2, clean election, the leader's "
-                "replication cut, then the leader killed",
-                {
-                    # kafka-unclean-min-isr-1's faults, seed for seed: what that row
-                    # loses comes from its configuration, not from the faults
-                    **REPLICATION_CUT_THEN_KILL,
-                    "system": "kafka",
-                    "system_options": {"acks": "all", "partitions": 1},
-                },
-            ),
-            {"at-least-once": True},
-            "the control of kafka-unclean-min-isr-1: the leader cut off from its followers "
-            "cannot acknowledge alone (two in-sync replicas needed), and only an in-sync "
-            "replica may follow it",
-        ),
-        Finding(
-            Preset(
-                "kafka-acks-all-min-isr-2",
-                "Kafka acks=all, idempotent producer, min.insync.replicas=2, leaders isolated "
-                "and killed",
-                {
-                    "nemesis_profile": "leaders",
-                    **ENQUEUE_THEN_DRAIN,
-                    "system": "kafka",
-                    "system_options": {"acks": "all"},
-                },
-            ),
-            {"at-least-once": True},
-            "the control: every acknowledged write is on two replicas before the ack, and "
-            "only an in-sync replica may lead",
-        ),
-        Finding(
-            Preset(
-                "kafka-share-group",
-                "Kafka share group (KIP-932), acks=all: consumers crashing with records "
-                "acquired (after their effect, before acknowledging), leaders killed",
-                {
-                    "system": "kafka",
-                    "nemesis_profile": "leaders",
-                    # one fault at a time: under partitions the share consumers of
-                    # confluent-kafka 2.16 stall, and the drain would do all the work
-                    "nemesis": ["crash-client", "kill"],
-                    "crash_point": "after-effect",
-                    "system_options": {
-                        "acks": "all",
-                        "client": "confluent",
-                        "consumer_mode": "share",
-                    },
-                },
-            ),
-            {"share-at-least-once": True, "share-delivery-limit": True, "share-redelivery": True},
-            "the control: a record whose consumer died comes back when its lock expires, a "
-            "released one at once, until the delivery limit archives it",
-        ),
-        Finding(
-            Preset(
-                "kafka-acks-all-power-loss",
-                "Kafka acks=all, min.insync.replicas=2, data on lazyfs, every node loses "
-                "power at once",
-                {
-                    "nemesis_profile": "power-loss",
-                    **ENQUEUE_THEN_DRAIN,
-                    "system": "kafka",
-                    "system_options": {"acks": "all", "lazyfs": True},
-                },
-            ),
-            # Gone whether or not a consumer had read it: an acknowledged write is
-            # lost, or its offset comes back holding another write
-            {"at-least-once": False, "per-partition-order": False},
-            "Kafka acknowledges once the in-sync replicas hold a write, in memory, and leaves "
-            "the fsync to the OS: when every replica loses power at once, what none had "
-            "synced is gone, acks=all or not, and its offsets are handed out again",
-        ),
-        Finding(
-            Preset(
-                "kafka-flush-every-message-power-loss",
-                "Kafka acks=all, log.flush.interval.messages=1, data on lazyfs, every node "
-                "loses power at once",
-                {
-                    "nemesis_profile": "power-loss",
-                    **ENQUEUE_THEN_DRAIN,
-                    "system": "kafka",
-                    "system_options": {"acks": "all", "lazyfs": True, "flush_messages": 1},
-                },
-            ),
-            {"at-least-once": True, "per-partition-order": True},
-            "the control: each replica fsyncs a write before it counts as in sync, so a "
-            "whole-cluster power loss keeps every acknowledged write (at a throughput cost)",
-        ),
-        Finding(
-            Preset(
-                "kafka-transactions",
-                "Kafka transactions, consume-transform-produce, client crashes",
-                {
-                    "nemesis_profile": "client-crashes",
-                    "system": "kafka",
-                    "sink": TXN_SINK,
-                    "system_options": {"acks": "all", "txn": True, "send_batch": 20},
-                },
-            ),
-            {"exactly-once-effect": True},
-            "the control for effects: the output and the consumed offsets commit in one "
-            "transaction, so a crashed consumer's work is aborted and redone once",
-        ),
-    ]
+    presets = PRESETS
     drain_all_nodes = False  # one reader sees every partition
 
-    def __init__(self, ctx: RunContext, options: dict[str, Any]):
-        super().__init__(ctx, options)
-        db_opts, q_opts = self.split_options(options)
-        db_opts.setdefault("base", ctx.data_base)
-        if ctx.existing:
-            self.refuse_broker_options(db_opts, BROKER_OPTIONS)
-            self.db = ExistingKafka(ctx.nodes, ctx.existing, KafkaOptions(**db_opts))
-            # a topic and group of the test's own, next to whatever the cluster holds
-            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
-            q_opts.setdefault("topic", own)
-            q_opts.setdefault("group", own)
-        else:
-            self.db = Kafka(ctx.nodes, KafkaOptions(**db_opts))
-        if ctx.sink == TXN_SINK:
+    @classmethod
+    def settings(
+        cls,
+        given: dict[str, Any],
+        sink: str | None = None,
+        existing: Existing | None = None,
+        nodes: int | None = None,
+    ) -> tuple[KafkaOptions, KafkaQueueOptions]:
+        db_given, q_given = cls.split_options(given)
+        if sink == TXN_SINK:
             # Consume-transform-produce reads committed input, and its offsets
             # fetch waits for pending transactional commits (require_stable).
-            q_opts["read_committed"] = True
-        self.options = KafkaQueueOptions(**q_opts)
-        if ctx.sink == TXN_SINK and self.options.client != "kafka-python":
+            q_given["read_committed"] = True
+        db, q = KafkaOptions(**db_given), KafkaQueueOptions(**q_given)
+        if existing:
+            cls.refuse_broker_options(db, BROKER_OPTIONS)
+        if sink == TXN_SINK and q.client != "kafka-python":
             raise ValueError(f"--sink {TXN_SINK}: transactions run on --client kafka-python only")
+        if nodes is not None and db.replication_factor > nodes:
+            raise ValueError(
+                f"--replication-factor: {db.replication_factor} is more than the {nodes} nodes"
+            )
+        return db, q
+
+    @classmethod
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
+        return ExistingKafka if existing else kafka_class(settings[0])
+
+    def __init__(self, ctx: RunContext, settings: tuple[KafkaOptions, KafkaQueueOptions]):
+        super().__init__(ctx, settings)
+        db_opts, q_opts = settings
+        if db_opts.base is None:
+            db_opts = replace(db_opts, base=ctx.data_base)
+        if ctx.existing:
+            self.db = ExistingKafka(ctx.nodes, ctx.existing, db_opts)
+            # a topic and group of the test's own, next to whatever the cluster holds
+            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+            q_opts = replace(q_opts, topic=own, group=own)
+        else:
+            self.db = kafka_class(db_opts)(ctx.nodes, db_opts)
+        self.options = q_opts
         self.queue = self.options.topic
         self.output = f"{self.queue}-effects"  # the kafka-txn sink's topic
         self.send_batch = self.options.send_batch

@@ -30,7 +30,7 @@ from typing import Any
 import pika
 import pika.exceptions as pe
 
-from harness.options import check_choices, option
+from harness.options import AT_LEAST_ONE, check_values, option
 
 from ..client import Op, complete, describe, dispatch, process_delivery
 from ..sinks import Sink
@@ -59,8 +59,8 @@ class RabbitQueueOptions:
     ack: str = option(
         "manual", "consumer acks: manual (after the effect) or auto", choices=ACK_MODES
     )
-    prefetch: int = option(64, "consumer prefetch with manual acks")
-    receive_batch: int = option(16, "messages one receive hands over at most")
+    prefetch: int = option(64, "consumer prefetch with manual acks", range=AT_LEAST_ONE)
+    receive_batch: int = option(16, "messages one receive hands over at most", range=AT_LEAST_ONE)
     poll: float = 0.2  # seconds a receive waits for the first message
     heartbeat: int = 4
     user: str = "queuecheck"
@@ -68,7 +68,7 @@ class RabbitQueueOptions:
     vhost: str = "/"
 
     def __post_init__(self) -> None:
-        check_choices(self)
+        check_values(self)
 
     def arguments(self) -> dict[str, Any]:
         # Mirroring is a policy on a classic queue (set by the runner), not an argument.

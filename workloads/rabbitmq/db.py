@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.nodes.remote import Remote, RemoteError, on_all
-from harness.options import check_choices, option
+from harness.options import AT_LEAST_ONE, check_values, option
 
+from ..capabilities import RollingUpgrade
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import ensure_package
 from .leaders import QueueLeaders
@@ -38,10 +39,10 @@ class RabbitMQOptions:
         "pause_minority", "cluster_partition_handling", choices=PARTITION_HANDLING
     )
     # partitions are noticed in about net_ticktime
-    net_ticktime: int = option(10, "Erlang net_ticktime, seconds")
+    net_ticktime: int = option(10, "Erlang net_ticktime, seconds", range=AT_LEAST_ONE)
     user: str = "queuecheck"
     password: str = "queuecheck"
-    base: str = "/var/lib/queuecheck"
+    base: str | None = None  # the nodes' data tree: the run's (RunContext.data_base)
     ready_timeout: float = 120.0
     streams: bool = False  # the stream protocol plugin (port 5552), for --queue-type stream
 
@@ -59,7 +60,7 @@ class RabbitMQOptions:
     )
 
     def __post_init__(self) -> None:
-        check_choices(self)
+        check_values(self)
 
 
 def install_name(home: str | None) -> str:
@@ -67,7 +68,7 @@ def install_name(home: str | None) -> str:
     return home or "debian"
 
 
-class RabbitMQ(QueueLeaders, PidfileProcess):
+class RabbitMQ(QueueLeaders, PidfileProcess, RollingUpgrade):
     name = "rabbitmq"
 
     def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):
@@ -79,6 +80,9 @@ class RabbitMQ(QueueLeaders, PidfileProcess):
         self.running: dict[str, str | None] = {n.name: self.opts.rabbitmq_home for n in nodes}
 
     # -- per-node facts ---------------------------------------------------
+    def node_versions(self) -> dict[str, str]:
+        return {n: install_name(home) for n, home in self.running.items()}
+
     def dir(self, node: Remote) -> str:
         return f"{self.opts.base}/{node.name}/rabbitmq"
 

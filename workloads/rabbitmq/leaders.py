@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from harness.nodes.remote import Remote
 
+from ..capabilities import Leaders
 from ..db import DBError, first_answer
 
 LISTING = "list_queues name leader pid --no-table-headers --quiet"
@@ -35,7 +36,7 @@ def leads(node: Remote, named: str) -> bool:
     return any(host == h or host.startswith(f"{h}.") for h in (node.spec.host, node.name))
 
 
-class QueueLeaders:
+class QueueLeaders(Leaders):
     """primaries() for a RabbitMQ DB that has `nodes` and `ctl(node, args,
     timeout)`; the test sets `test_queues` once it made them."""
 

@@ -1,235 +1,99 @@
 """RabbitMQ as a System: Debian's rabbitmq-server on every node (db.py), pika
 queue clients (client.py) or rstream stream clients (stream.py), its claims
-(claims.py), its demo, matrix and findings presets."""
+(claims.py), its demo, matrix and findings presets (presets.py)."""
 
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
 
 from harness.nodes.remote import Remote
 from harness.options import OptionError
 
 from ..client import Client, answer_within
 from ..sinks import Sink
-from ..system import ENQUEUE_THEN_DRAIN, Finding, Preset, RunContext, System
+from ..system import RunContext, System
 from . import claims
 from .client import PORT, RabbitQueueClient, RabbitQueueOptions
 from .db import RabbitMQ, RabbitMQOptions
 from .existing import BROKER_OPTIONS, ExistingRabbitMQ
+from .presets import PRESETS
 from .stream import STREAM_PORT, StreamClient
 
-# Producers crash with a publish in flight, twice a second, and publish again.
-STREAM_PRODUCER_CRASHES: dict[str, Any] = {
-    "system": "rabbitmq",
-    "nemesis": ["crash-client"],
-    "crash_clients": "producers",
-    "nemesis_interval": 0.5,
-}
+if TYPE_CHECKING:
+    from harness.nodes.existing import Existing
 
 
 class RabbitMQSystem(System):
     name = "rabbitmq"
     option_classes = (RabbitMQOptions, RabbitQueueOptions)
     claim_rows = claims.CLAIMS
-    demo = Preset(
-        "demo-rabbitmq-quorum",
-        "RabbitMQ quorum queue, publisher confirms, manual acks",
-        {
-            "system": "rabbitmq",
-            "nemesis": ["partition", "kill", "pause"],
-            "system_options": {"queue_type": "quorum", "confirms": True, "ack": "manual"},
-        },
-    )
-    matrix_rows = [
-        Preset(
-            "rabbitmq-auto-ack",
-            "RabbitMQ quorum queue, confirms, auto-ack, naive sink",
-            {
-                "system": "rabbitmq",
-                "sink": "naive",
-                "system_options": {"queue_type": "quorum", "ack": "auto"},
-            },
-        ),
-        Preset(
-            "rabbitmq-manual-naive",
-            "RabbitMQ quorum queue, confirms, manual ack after the effect, naive sink",
-            {"system": "rabbitmq", "sink": "naive", "system_options": {"queue_type": "quorum"}},
-        ),
-        Preset(
-            "rabbitmq-manual-dedupe",
-            "RabbitMQ quorum queue, confirms, manual ack after the effect, dedupe sink",
-            {"system": "rabbitmq", "sink": "dedupe", "system_options": {"queue_type": "quorum"}},
-        ),
-        Preset(
-            "rabbitmq-stream-dedupe",
-            "RabbitMQ stream, deduplicating producers, readers storing their offsets (a log: "
-            "no sink, every reader reads every message)",
-            {"system": "rabbitmq", "system_options": {"queue_type": "stream"}},
-        ),
-    ]
+    presets = PRESETS
 
-    findings = [
-        Finding(
-            Preset(
-                "rabbitmq-mirrored-autoheal",
-                "RabbitMQ classic mirrored queue, confirms, manual acks, autoheal, the queue "
-                "master isolated",
-                {
-                    "nemesis_profile": "leaders",
-                    **ENQUEUE_THEN_DRAIN,
-                    # the master cut off alone, longer than net_ticktime (10 s) so both
-                    # sides notice; no kills (a killed master's mirror takes over cleanly)
-                    "nemesis": ["partition"],
-                    "nemesis_interval": 15.0,
-                    "system": "rabbitmq",
-                    "system_options": {"queue_type": "mirrored", "partition_handling": "autoheal"},
-                },
-            ),
-            {"at-least-once": False},
-            "autoheal restarts the nodes of the losing side, and the mirrors there throw "
-            "away messages the master had confirmed (Jepsen, RabbitMQ 2014)",
-        ),
-        Finding(
-            Preset(
-                "rabbitmq-auto-ack",
-                "RabbitMQ quorum queue, auto-ack, naive sink, client crashes",
-                {
-                    "nemesis_profile": "client-crashes",
-                    "system": "rabbitmq",
-                    "sink": "naive",
-                    "system_options": {"queue_type": "quorum", "ack": "auto"},
-                },
-            ),
-            {"at-least-once": False, "exactly-once-effect": False},
-            "auto-ack hands a message over as acknowledged: a consumer that dies before its "
-            "effect loses it for good",
-        ),
-        Finding(
-            Preset(
-                "rabbitmq-naive-sink",
-                "RabbitMQ quorum queue, manual ack after the effect, naive sink, client crashes",
-                {
-                    "nemesis_profile": "client-crashes",
-                    "system": "rabbitmq",
-                    "sink": "naive",
-                    "system_options": {"queue_type": "quorum"},
-                },
-            ),
-            {"exactly-once-effect": False},
-            "at-least-once delivery redelivers what a consumer did not ack: a consumer that "
-            "died after its effect and before its ack has the effect applied twice",
-        ),
-        Finding(
-            Preset(
-                "rabbitmq-quorum",
-                "RabbitMQ quorum queue, confirms, manual acks, queue leaders isolated and killed",
-                {
-                    "nemesis_profile": "leaders",
-                    **ENQUEUE_THEN_DRAIN,
-                    "nemesis_interval": 15.0,
-                    "system": "rabbitmq",
-                    "system_options": {"queue_type": "quorum"},
-                },
-            ),
-            {"at-least-once": True},
-            "the control: a quorum queue confirms a message once a majority has it, and only "
-            "a member with every confirmed message can lead",
-        ),
-        Finding(
-            Preset(
-                "rabbitmq-dedupe-sink",
-                "RabbitMQ quorum queue, manual ack after the effect, dedupe sink, client crashes",
-                {
-                    "nemesis_profile": "client-crashes",
-                    "system": "rabbitmq",
-                    "sink": "dedupe",
-                    "system_options": {"queue_type": "quorum"},
-                },
-            ),
-            {"exactly-once-effect": True},
-            "the control for effects: redeliveries still come, and the sink applies each "
-            "message id once",
-        ),
-        Finding(
-            Preset(
-                "rabbitmq-stream-no-dedupe",
-                "RabbitMQ stream, producers without deduplication publishing again what a "
-                "crash left unconfirmed",
-                {
-                    **STREAM_PRODUCER_CRASHES,
-                    "system_options": {"queue_type": "stream", "stream_dedupe": False},
-                },
-            ),
-            {"per-partition-order": False},
-            "a confirm lost with the connection says nothing of the publish: published "
-            "again without a producer name and publishing id, a message the stream had "
-            "already stored is stored twice (an id at two offsets)",
-        ),
-        Finding(
-            Preset(
-                "rabbitmq-stream-dedupe",
-                "RabbitMQ stream, deduplicating producers (a name, publishing ids) publishing "
-                "again what a crash left unconfirmed",
-                {
-                    **STREAM_PRODUCER_CRASHES,
-                    "system_options": {"queue_type": "stream", "stream_dedupe": True},
-                },
-            ),
-            {"at-least-once": True, "per-partition-order": True},
-            "the control: the broker drops a publishing id it already stored for the "
-            "producer's name, so the same publish again is stored once",
-        ),
-    ]
-
-    def __init__(self, ctx: RunContext, options: dict[str, Any]):
-        super().__init__(ctx, options)
-        db_opts, q_opts = self.split_options(options)
-        db_opts.setdefault("base", ctx.data_base)
-        if ctx.existing:
-            self._existing(ctx, db_opts, q_opts)
-        else:
-            # the stream protocol plugin, only when a stream is tested
-            db_opts.setdefault("streams", q_opts.get("queue_type") == "stream")
-            self.db = RabbitMQ(ctx.nodes, RabbitMQOptions(**db_opts))
-            self.options = RabbitQueueOptions(
-                user=self.db.opts.user, password=self.db.opts.password, **q_opts
+    @classmethod
+    def settings(
+        cls,
+        given: dict[str, Any],
+        sink: str | None = None,
+        existing: Existing | None = None,
+        nodes: int | None = None,
+    ) -> tuple[RabbitMQOptions, RabbitQueueOptions]:
+        db_given, q_given = cls.split_options(given)
+        stream = q_given.get("queue_type") == "stream"
+        if stream and sink:
+            raise OptionError(
+                "--queue-type stream: no --sink (every stream reader reads every message; "
+                "there is no one consumer whose effect would count)"
             )
-        self.queue = self.options.queue
-        self.stream = self.options.queue_type == "stream"
-        if self.stream:
-            if ctx.sink:
-                raise OptionError(
-                    "--queue-type stream: no --sink (every stream reader reads every message; "
-                    "there is no one consumer whose effect would count)"
-                )
-            self.send_batch = 10  # a batch per send op, confirmed message by message
-            self.drain_all_nodes = False  # one reader sees the whole stream
+        if existing:
+            return cls._existing_settings(db_given, q_given, existing)
+        # the stream protocol plugin, only when a stream is tested
+        db = RabbitMQOptions(**{"streams": stream, **db_given})
+        return db, RabbitQueueOptions(user=db.user, password=db.password, **q_given)
 
-    def _existing(self, ctx: RunContext, db_opts: dict, q_opts: dict) -> None:
+    @classmethod
+    def _existing_settings(
+        cls, db_given: dict, q_given: dict, existing: Existing
+    ) -> tuple[RabbitMQOptions, RabbitQueueOptions]:
         """Their users, their settings; a queue of the test's own."""
-        self.refuse_broker_options(db_opts, BROKER_OPTIONS)
-        if q_opts.get("queue_type") == "stream":
+        db = RabbitMQOptions(**db_given)
+        cls.refuse_broker_options(db, BROKER_OPTIONS)
+        if q_given.get("queue_type") == "stream":
             raise OptionError("--queue-type stream: on the local cluster and SSH machines only")
-        if q_opts.get("queue_type") == "mirrored":
+        if q_given.get("queue_type") == "mirrored":
             raise OptionError(
                 "--queue-type mirrored: mirroring is a policy the tool would have to set on "
                 "an existing cluster; it changes nothing there but its own queue"
             )
-        cred = ctx.existing.credentials
+        cred = existing.credentials
         if not {"user", "password"} <= set(cred):
             raise OptionError(
                 "the cluster file's [existing] needs 'user' and 'password' for RabbitMQ's clients"
             )
-        q_opts.setdefault(
-            "queue", f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
-        )
-        self.options = RabbitQueueOptions(**cred, **q_opts)
-        self.db = ExistingRabbitMQ(
-            ctx.nodes, ctx.existing, RabbitMQOptions(**db_opts), self.options
-        )
+        return db, RabbitQueueOptions(**cred, **q_given)
+
+    @classmethod
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
+        return ExistingRabbitMQ if existing else RabbitMQ
+
+    def __init__(self, ctx: RunContext, settings: tuple[RabbitMQOptions, RabbitQueueOptions]):
+        super().__init__(ctx, settings)
+        db_opts, self.options = settings
+        if db_opts.base is None:
+            db_opts = replace(db_opts, base=ctx.data_base)
+        if ctx.existing:
+            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+            self.options = replace(self.options, queue=own)
+            self.db = ExistingRabbitMQ(ctx.nodes, ctx.existing, db_opts, self.options)
+        else:
+            self.db = RabbitMQ(ctx.nodes, db_opts)
+        self.queue = self.options.queue
+        self.stream = self.options.queue_type == "stream"
+        if self.stream:
+            self.send_batch = 10  # a batch per send op, confirmed message by message
+            self.drain_all_nodes = False  # one reader sees the whole stream
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> RabbitMQ:

@@ -1,0 +1,426 @@
+"""`queuecheck`: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from checkers.options import SparkOptions
+from harness.history import HistoryError
+from harness.nodes import NodeOptions
+from harness.options import add_arguments, default_of, given
+from harness.run.options import RunError, RunOptions
+from harness.rundir import RunDir
+from harness.store import StoreOptions
+from nemesis.registry import FaultOptions
+from workloads.registry import SYSTEMS
+
+EXIT = {True: 0, False: 1, "unknown": 2}
+err = Console(stderr=True)
+
+
+def exit_of(results: list[dict | None]) -> int:
+    """One exit code for several runs: 1 if a claimed property was violated
+    in any; else 2 if any failed (None) or could not decide; else 0."""
+    valids = [r["valid"] if r else None for r in results]
+    if False in valids:
+        return 1
+    return 0 if valids and all(v is True for v in valids) else 2
+
+
+def _out() -> Console:
+    # A CI log is no terminal: give tables room instead of rich's 80 columns.
+    return Console() if sys.stdout.isatty() else Console(width=140)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from checkers.job import check, parse_claims, write_results
+    from harness.run.progress import CheckProgress, Progress
+    from reports.console import print_verdict
+
+    spark = SparkOptions(**given(args, SparkOptions))
+    run = RunDir.find(args.path)
+    out = Path(args.out) if args.out else run.results
+    _writable(out, "--out" if args.out else out.name)  # before the check, not after
+    # progress on stderr: stdout is the verdict alone
+    with CheckProgress(Progress(Console(stderr=True))) as progress:
+        doc = check(
+            args.path,
+            claims=parse_claims(args.claims),
+            **spark.spark(),
+            spark_conf=spark.conf(),
+            use_sidecar=not args.no_sidecar,
+            on_step=progress.step,
+        )
+    write_results(doc, out)
+    print_verdict(doc, stats=run.read_stats())  # a run's stats, beside its history
+    _out().print(f"results: {out}")
+    return EXIT[doc["valid"]]
+
+
+def _writable(out: Path, what: str) -> None:
+    """A file we may create or replace, or one clear error naming it."""
+    from checkers.job import UsageError
+
+    if out.is_dir():
+        raise UsageError(f"{what} {out}: is a directory; name a file")
+    parent = next(p for p in (out.parent, *out.parent.parents) if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {out}: cannot write in {parent}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Regenerates report.html and junit.xml of a stored run."""
+    from reports.build import build_reports
+
+    spark = SparkOptions(**given(args, SparkOptions))
+    html, junit = build_reports(Path(args.path), **spark.spark())
+    _out().print(f"report: {html}\njunit: {junit}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serves the store on localhost: an index of runs linking to their reports."""
+    from reports.serve import make_server
+
+    store = StoreOptions(**given(args, StoreOptions)).store
+    server = make_server(Path(store), args.port)
+    _out().print(f"serving {store} on http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Stored runs against the first (the baseline): 0 PASS, 1 FAIL, 2 could not decide."""
+    from reports.compare import compare_runs, print_comparison
+
+    names = args.names.split(",") if args.names else None
+    cmp = compare_runs(args.runs, names=names, out=args.out)
+    print_comparison(cmp, _out())
+    return cmp.exit_code
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from harness.history import sidecar
+
+    hp = RunDir.find(args.path).history
+    if not hp.is_file():
+        raise FileNotFoundError(f"no history at {hp}")
+    files = sidecar.build(hp)
+    if files is None:
+        # valid, but a queue named by a non-string: Spark reads the JSONL
+        _out().print(f"no sidecar: {hp} names a queue by something other than a string")
+        return 0
+    _out().print(f"sidecar: {files['ops']}, {files['msgs']}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: a short fault-injection run of each broker on the local cluster."""
+    from harness.commands.demo import DemoOptions, run_demo
+
+    return exit_of(run_demo(DemoOptions(**given(args, DemoOptions)), _out()))
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """The exactly-once story: one short run per configuration, one table."""
+    from harness.commands.matrix import ROWS, MatrixOptions, rows_named, run_matrix
+
+    opts = MatrixOptions(**given(args, MatrixOptions))
+    if opts.list_rows:
+        for row in ROWS:
+            _out().print(f"{row.name}: {row.what}")
+        return 0
+    doc = run_matrix(opts.base(), rows_named(opts.rows), _out())
+    return exit_of([r.get("results") for r in doc["rows"]])
+
+
+def cmd_findings(args: argparse.Namespace) -> int:
+    """Known-bad setups caught, known-good controls clean: one table."""
+    from harness.commands.findings import (
+        FINDINGS,
+        FindingsOptions,
+        exit_code,
+        findings_named,
+        run_findings,
+    )
+
+    opts = FindingsOptions(**given(args, FindingsOptions))
+    if opts.list_rows:
+        for f in FINDINGS:
+            kind = "known-bad" if f.known_bad else "known-good"
+            _out().print(f"{f.preset.name} ({kind}): {f.preset.what}\n  {f.teaches}")
+        return 0
+    return exit_code(run_findings(opts, findings_named(opts.rows), _out()))
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """up | down | status of the local cluster (--driver: namespaces or Docker
+    containers). up and down hold the cluster's lease while they work: a
+    cluster a run holds is neither brought up again (that resumes its paused
+    brokers) nor taken down under it."""
+    from harness.nodes.lease import ClusterLease, ControlLease, Holder, describe_lease
+    from harness.nodes.remote import Remote
+
+    where = NodeOptions(**given(args, NodeOptions))
+    out = _out()
+    cluster = where.cluster(say=out.print)
+    name = where.cluster_name()
+    if args.action == "status":
+        for node, state in cluster.status().items():
+            out.print(f"{node}: {state}")
+        out.print(f"lease: {describe_lease(ControlLease(name.key))}")
+        return 0
+    lease = ClusterLease(name, Holder.me(f"(queuecheck cluster {args.action})", name.words, 3600))
+    lease.take_control(where.wait_for_cluster, say=out.print)
+    try:
+        if lease.taken[0].stale:
+            out.print(lease.story())
+        if args.action == "up":
+            from harness.run.runner import stop_leftovers
+
+            nodes = [Remote(spec) for spec in cluster.up()]
+            stop_leftovers(nodes, where)  # cuts, brokers, a sink database a killed run left
+            for node in nodes:
+                r = node.run("hostname; id -un", timeout=10)
+                out.print(f"{node.name}: {node.spec.host} ssh ok ({' '.join(r.out.split())})")
+            out.print(f"key: {cluster.key}")
+            return 0
+        problems = cluster.down()
+        for p in problems:
+            err.print(f"[red]error:[/] {escape(p)}")
+        out.print("cluster removed" if not problems else "cluster partly removed")
+        return 2 if problems else 0
+    finally:
+        lease.release()
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """One run against a real cluster: faults, history, verdict."""
+    from harness.run.runner import Interrupted, Run
+    from reports.console import print_verdict
+
+    opts = _run_options(args)
+    out = _out()
+    try:
+        run, doc = Run(opts, out).execute()
+    except Interrupted as e:
+        err.print(f"history kept in {e}; judge it with `queuecheck check {e}`")
+        return 2
+    if doc is None:
+        out.print(f"history: {RunDir.at(run).history} (not checked)")
+        return 0
+    print_verdict(doc, out, stats=RunDir.at(run).read_stats())
+    out.print(f"run: {run}")
+    return EXIT[doc["valid"]]
+
+
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    """A run's options from `test`'s flags (and `gate`'s, which are the same)."""
+    from checkers.job import UsageError
+
+    run_opts = given(args, RunOptions)
+    system = SYSTEMS[run_opts.get("system", _default(RunOptions, "system"))]
+    # Each system gets its own options only; another system's flag is an error.
+    for other in SYSTEMS.values():
+        for flag in sorted(other.flags() - system.flags()):
+            if hasattr(args, flag.lstrip("-").replace("-", "_")):
+                raise UsageError(f"{flag}: an option of --system {other.name}, not {system.name}")
+    return RunOptions(**run_opts, system_options=system.options_given(args))
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """A, B and A rolled to B under the same test; compared: PASS 0, FAIL 1, else 2."""
+    from harness.commands.gate import GateOptions, run_gate
+    from harness.run.runner import Interrupted
+    from reports.compare import compare_runs, print_comparison
+
+    gate = GateOptions(**given(args, GateOptions))
+    base = _run_options(args)
+    out = _out()
+    try:
+        dirs = run_gate(base, gate, out)
+    except Interrupted as e:
+        err.print(f"interrupted; what ran is kept, the last history in {e}")
+        return 2
+    if any(d is None for d in dirs):
+        err.print("error: a gate run failed; nothing to compare (see above)")
+        return 2
+    cmp = compare_runs(dirs, names=[d.parent.name for d in dirs])
+    print_comparison(cmp, out)
+    return cmp.exit_code
+
+
+def _default(cls: type, name: str) -> Any:
+    return next(default_of(f) for f in fields(cls) if f.name == name)
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """A run's flags: its own, the faults' (each fault's settings, through the
+    fault registry), then each system's, a group each."""
+    faults = {f.name for f in fields(FaultOptions)}
+    add_arguments(p, RunOptions, skip=faults)
+    add_arguments(p.add_argument_group("faults"), FaultOptions)
+    for system in SYSTEMS.values():
+        system.add_arguments(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from harness.commands.demo import DemoOptions
+    from harness.commands.findings import FindingsOptions
+    from harness.commands.gate import GateOptions
+    from harness.commands.matrix import MatrixOptions
+
+    ap = argparse.ArgumentParser(
+        prog="queuecheck", description="Delivery checker for real message queues."
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("check", help="judge a history (a history.jsonl or a run directory)")
+    p.add_argument("path")
+    p.add_argument(
+        "--claims", help="comma-separated properties to claim (default: the run's test.json)"
+    )
+    p.add_argument("--out", help="where to write results.json (default: next to the history)")
+    p.add_argument(
+        "--no-sidecar",
+        action="store_true",
+        help="read the JSONL even if a columnar sidecar matches it",
+    )
+    add_arguments(p, SparkOptions)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("report", help="regenerate report.html and junit.xml of a stored run")
+    p.add_argument("path", help="a run directory (e.g. store/latest)")
+    add_arguments(p, SparkOptions)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("serve", help="serve the store on localhost with an index of runs")
+    add_arguments(p, StoreOptions)
+    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free one)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser(
+        "compare", help="compare stored runs with the first (a baseline): PASS, FAIL, undecided"
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories; the first is A")
+    p.add_argument(
+        "--out",
+        help="directory for compare.html, junit.xml, compare.json (default: "
+        "<store>/compare/<time>/ when the runs are in one store, else the current directory)",
+    )
+    p.add_argument("--names", help="comma-separated names of the runs (default: test/time)")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("index", help="build the columnar sidecar of a history (faster re-checks)")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser(
+        "cluster", help="the local cluster (namespaces, or --driver docker): up, down, status"
+    )
+    p.add_argument("action", choices=["up", "down", "status"])
+    add_arguments(p, NodeOptions, skip=("cluster_file",))
+    p.set_defaults(func=cmd_cluster)
+
+    p = sub.add_parser("test", help="run a test against a real cluster and judge it")
+    _add_run_arguments(p)
+    p.set_defaults(func=cmd_test)
+
+    p = sub.add_parser(
+        "gate", help="may we upgrade? the same test on A, on B, and rolling A to B, compared"
+    )
+    add_arguments(p, GateOptions)
+    _add_run_arguments(p)
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("demo", help="the main job on the embedded default")
+    add_arguments(p, DemoOptions)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "matrix", help="the exactly-once story: a short run per configuration, one table"
+    )
+    add_arguments(p, MatrixOptions)
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser(
+        "findings",
+        help="the findings suite: every known-bad setup caught, every known-good one clean",
+    )
+    add_arguments(p, FindingsOptions)
+    p.set_defaults(func=cmd_findings)
+    for parser in (ap, *sub.choices.values()):
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show the traceback of an error",
+        )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """0: every claimed property held; 1: a claimed property was violated;
+    2: unknown, bad input, interrupted, or the tool itself failed, said in
+    one line (the traceback only with --debug)."""
+    from checkers.job import UsageError
+    from harness.nodes.clusterfile import ClusterFileError
+    from harness.nodes.lease import LeaseError
+    from harness.nodes.localcluster import ClusterError
+    from harness.nodes.remote import RemoteError
+    from harness.run.runner import Interrupted
+    from workloads.db import DBError
+
+    args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
+    try:
+        return args.func(args)
+    except HistoryError as e:
+        _error(f"history {getattr(args, 'path', '')}: {e}")
+    except (
+        UsageError,
+        FileNotFoundError,
+        ClusterError,
+        ClusterFileError,
+        LeaseError,
+        RemoteError,
+        DBError,
+        RunError,
+        ValueError,
+    ) as e:
+        _error(str(e))
+        if debug:
+            err.print_exception()
+    except Interrupted as e:
+        _error(f"interrupted; what ran is kept, the last history in {e}")
+    except KeyboardInterrupt:
+        _error("interrupted")
+    except Exception as e:  # noqa: BLE001 - the tool failed: exit 2, never 1
+        _error(f"internal error: {type(e).__name__}: {e} (--debug shows the traceback)")
+        if debug:
+            err.print_exception()
+    return 2
+
+
+def _error(text: str) -> None:
+    """One line; the text is data, never markup ([/x] in a history stays as it is)."""
+    err.print(f"[red]error:[/] {escape(text)}", soft_wrap=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

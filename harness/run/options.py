@@ -1,0 +1,151 @@
+"""One run's options (`queuecheck test`, and each run of demo, matrix,
+findings and gate): declared once, here or in the classes RunOptions
+gathers (the nodes', the store's, Spark's, and the faults' own settings
+through the fault registry); the broker's own options go, as a dict, in
+`system_options` and are built, typed, once (`system_settings`).
+
+Everything is checked when the options are made, before any node is
+reached: every value against its choices and range, the combinations, what
+the broker's own option classes refuse, and what each asked-for fault
+cannot do on this broker (workloads/capabilities.py). A bad value is one
+RunError naming the option."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from checkers.options import SparkOptions
+from nemesis.base import Settings
+from nemesis.profiles import apply_profile
+from nemesis.registry import FAULTS, FaultOptions
+from workloads.registry import SYSTEMS
+from workloads.sinks import DATABASES
+
+from ..nodes import NodeOptions
+from ..options import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, OptionError, option
+from ..store import StoreOptions, ensure_store, name_problem
+
+ALL_SINKS = tuple(dict.fromkeys(s for cls in SYSTEMS.values() for s in cls.sinks()))
+
+
+class RunError(RuntimeError):
+    """A run that could not start or finish; the message names the step and node."""
+
+
+@dataclass
+class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type: ignore[misc,valid-type]
+    """One run's options. Each field is declared once, here or in the classes
+    it extends; the CLI's flags are derived from them (harness/options.py).
+    The system's own options go, as a dict, in `system_options`."""
+
+    system: str = option(next(iter(SYSTEMS)), "the broker", choices=SYSTEMS)
+    name: str | None = option(
+        None, "test name in the store", shown_default="the system and its flavour"
+    )
+    # the run
+    time_limit: float = option(60.0, "main phase, seconds", range=POSITIVE)
+    rate: float = option(0.0, "sends per second, 0 = unbounded", range=NON_NEGATIVE)
+    concurrency: int = option(10, "client processes", range=AT_LEAST_ONE)
+    producers: int | None = option(
+        None,
+        "of which producers (all of them: nothing is read before the final drain)",
+        shown_default="half",
+        range=AT_LEAST_ONE,
+    )
+    op_timeout: float = option(10.0, "deadline of one op, seconds", range=POSITIVE)
+    recovery_timeout: float = option(120.0, "seconds to recover after healing", range=POSITIVE)
+    operator_restart: bool = option(
+        True,
+        "when the cluster or the test's queue is still stuck --recovery-timeout s after the "
+        "final heal, restart the stuck nodes once (recorded as nemesis ops) and wait again",
+    )
+    seed: int | None = option(None, "nemesis random seed")
+    # the consumers' side effect: a table sink (naive, dedupe) or a system's own
+    sink: str | None = option(
+        None,
+        "the consumers' side effect: naive or dedupe rows in a database, or a system's own "
+        + "; ".join(
+            f"{k} ({c.name}: {w})" for c in SYSTEMS.values() for k, w in c.own_sinks.items()
+        ),
+        choices=ALL_SINKS,
+    )
+    sink_db: str = option(
+        DATABASES[0],
+        "the table sinks' database: sqlite in the run directory, or a PostgreSQL server "
+        "the tool starts (Debian's postgresql)",
+        choices=DATABASES,
+    )
+    # the system's own options (its option classes' fields, by name)
+    system_options: dict[str, Any] = field(default_factory=dict)
+    # judging
+    check: bool = option(True, "judge the history once recorded (--no-check: record only)")
+
+    def __post_init__(self) -> None:
+        try:
+            super().__post_init__()  # every value checked (NodeOptions), nodes, Spark
+            if self.nemesis_profile:
+                apply_profile(self, self.nemesis_profile)
+            self._check_run()
+        except (OptionError, ValueError) as e:
+            raise RunError(str(e)) from None
+
+    def _check_run(self) -> None:
+        # The name is one directory of the store: never a path out of it.
+        why = name_problem(self.test_name())
+        if why:
+            raise OptionError(why)
+        ensure_store(self.store)
+        if self.producers is None:
+            self.producers = max(1, self.concurrency // 2)
+        # All producers is Jepsen's queue test: nothing is read before the final
+        # drain, so whatever the brokers drop meanwhile is missing from it.
+        if not 0 < self.producers <= self.concurrency:
+            raise OptionError(f"--producers: must be in 1..{self.concurrency}")
+        if self.producers == self.concurrency and self.sink:
+            raise OptionError("--sink: needs consumers (--producers below --concurrency)")
+        system = SYSTEMS[self.system]
+        existing = self.existing()  # before any node is reached: the file's errors first
+        if existing and existing.system != self.system:
+            raise OptionError(
+                f"{self.cluster_file}: [existing] runs {existing.system}, "
+                f"not --system {self.system}"
+            )
+        if self.sink is not None and self.sink not in system.sinks():
+            owner = next(c for c in SYSTEMS.values() if self.sink in c.own_sinks)
+            raise OptionError(
+                f"--sink {self.sink}: {owner.own_sinks[self.sink]}; it needs --system {owner.name}"
+            )
+        # The system's typed options, built once, and the lifecycle class they
+        # give: each fault asked for refuses what that broker cannot take.
+        self.system_settings = system.settings(
+            self.system_options, self.sink, existing, self.node_count()
+        )
+        db_class = system.db_class(self.system_settings, existing is not None)
+        for name in self.nemesis:
+            FAULTS[name].refuse(db_class, Settings(self))
+
+    @property
+    def consumers(self) -> int:
+        return self.concurrency - self.producers
+
+    def test_name(self) -> str:
+        return self.name or SYSTEMS[self.system].default_name(self.system_options)
+
+    def longest_s(self) -> float:
+        """How long a run with these options can take on its cluster, set-up to
+        teardown, whatever happens: its lease's deadline (harness/nodes/lease.py),
+        after which another run may take the cluster over. Generous: the main
+        phase (a rolling upgrade stretches it by up to three recovery
+        timeouts a node), recovery with its operator restart, the settling of
+        a sink, the drain, and half an hour for set-up and teardown."""
+        steps = 3 * self.node_count() + 1
+        phases = self.time_limit + self.recovery_timeout * (steps + 3) + 10 * self.op_timeout
+        return phases + 1800.0
+
+
+def run_fields(options: Any) -> dict[str, Any]:
+    """The fields of another command's options (demo, matrix) that are
+    RunOptions fields too: where the nodes are, the store, Spark ..."""
+    names = {f.name for f in fields(RunOptions)}
+    return {k: v for k, v in asdict(options).items() if k in names}

@@ -1,0 +1,87 @@
+"""Bad options get one clear error naming the option, and exit 2, before
+anything is started."""
+
+import pytest
+
+from harness.commands.cli import main
+from harness.run.options import RunError, RunOptions
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["test", "--nemesis", "partition,bogus"], "--nemesis: 'bogus' is not one of partition"),
+        (["test", "--concurrency", "0"], "--concurrency: 0 is out of range (must be >= 1)"),
+        (["test", "--concurrency", "4", "--producers", "5"], "--producers: must be in 1..4"),
+        (["test", "--producers", "10", "--sink", "naive"], "--sink: needs consumers"),
+        (["findings", "--rows", "kafka-acks1-leader-isolated,x"], "--rows: unknown row 'x'"),
+        (["findings", "--runs", "0"], "--runs: 0 is out of range (must be >= 1)"),
+        (["test", "--fault-targets", "boss"], "--fault-targets: 'boss' is not one of one"),
+        (["test", "--partition-shapes", "isolate-boss"], "--partition-shapes: 'isolate-boss'"),
+        (
+            ["test", "--nemesis", "partition", "--partition-shapes", "isolate-primary-data"],
+            "--partition-shapes isolate-primary-data: rabbitmq's brokers replicate on the port "
+            "their nodes talk on",
+        ),
+        (["check", "/nonexistent/run"], "no history file"),
+        (["test", "--cluster-file", "/nonexistent.json"], "cannot read"),
+        (["test", "--sink", "kafka-txn"], "--sink kafka-txn: an output record committed"),
+        (["test", "--acks", "1"], "--acks: an option of --system kafka, not rabbitmq"),
+        (["test", "--system", "kafka", "--queue-type", "classic"], "--queue-type: an option of"),
+        (["matrix", "--rows", "rabbitmq-auto-ack,mystery"], "--rows: unknown row 'mystery'"),
+        (["cluster", "down", "--prefix", ""], "--prefix '' is not allowed"),
+        (["cluster", "status", "--prefix", "../x"], "--prefix '../x' is not allowed"),
+        (["test", "--prefix", "a b"], "--prefix 'a b' is not allowed"),
+        (["test", "--driver-memory", "lots"], "--driver-memory: 'lots' is not a JVM size"),
+        (["check", "x", "--spark-master", "bogus://x"], "--spark-master: 'bogus://x' is not"),
+        (
+            ["test", "--system", "kafka", "--consumer-mode", "share"],
+            "--consumer-mode share: share groups need --client confluent",
+        ),
+        (
+            "test --system kafka --client confluent --consumer-mode share "
+            "--share-acks accept=9,drop=1".split(),
+            "--share-acks: 'drop=1' is not TYPE=WEIGHT",
+        ),
+    ],
+)
+def test_bad_input_is_one_error_naming_it_and_exit_2(argv, message, capsys, tmp_path):
+    with_store = argv[0] in ("test", "matrix", "findings")
+    assert main([*argv, "--store", str(tmp_path)] if with_store else argv) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert message in err
+
+
+def test_run_options_default_to_half_producers():
+    assert RunOptions(concurrency=10).producers == 5
+    with pytest.raises(RunError, match="--nemesis: 'flood' is not one of"):
+        RunOptions(nemesis=["flood"])
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"crash_point": "whenever"}, "--crash-point: 'whenever'"),
+        ({"crash_clients": "everyone"}, "--crash-clients: 'everyone'"),
+        ({"sink": "maybe"}, "--sink: 'maybe'"),
+        ({"sink": "dedupe", "sink_db": "oracle"}, "--sink-db: 'oracle'"),
+    ],
+)
+def test_bad_crash_and_sink_options_are_refused_by_name(kw, message):
+    with pytest.raises(RunError, match=message):
+        RunOptions(**kw)
+
+
+def test_an_existing_cluster_of_another_broker_is_refused_before_any_node_is_reached(
+    capsys, tmp_path
+):
+    """The node is unreachable (TEST-NET-1): the error must be the file's, at once."""
+    path = tmp_path / "vendor.toml"
+    path.write_text(
+        '[existing]\nsystem = "kafka"\nservice = "kafka"\n\n'
+        '[[nodes]]\nname = "k1"\nhost = "192.0.2.1"\nclient = "192.0.2.1:9092"\n'
+    )
+    argv = ["test", "--system", "rabbitmq", "--cluster-file", str(path), "--store", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert f"{path}: [existing] runs kafka, not --system rabbitmq" in err

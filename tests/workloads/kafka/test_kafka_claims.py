@@ -1,0 +1,157 @@
+"""What a Kafka configuration claims (workloads/kafka/claims.py), how its options
+are checked, and which producer errors count as a definite `fail`."""
+
+import kafka.errors as Errors
+import pytest
+
+from harness.run.generator import QueueOps
+from workloads.kafka.client import KafkaQueueOptions, rejected
+from workloads.kafka.system import KafkaSystem
+from workloads.rabbitmq.system import RabbitMQSystem
+
+
+def config(**kw):
+    c = {
+        "acks": "all",
+        "idempotence": True,
+        "min_insync_replicas": 2,
+        "replication_factor": 3,
+        "unclean_leader_election": False,
+        "txn": False,
+    }
+    c.update(kw)
+    return c
+
+
+def test_acks_all_idempotent_min_isr_2_claims_at_least_once_and_order():
+    claims, notes = KafkaSystem.claims_of(config())
+    assert claims == ["at-least-once", "per-partition-order"]
+    assert any("acks=all" in n for n in notes)
+    assert any("no at-most-once claim" in n for n in notes)  # redelivery after rebalances
+
+
+@pytest.mark.parametrize(
+    "weaker",
+    [
+        {"acks": "1", "idempotence": False},
+        {"acks": "0", "idempotence": False},
+        {"min_insync_replicas": 1},
+        {"unclean_leader_election": True},
+    ],
+)
+def test_a_write_a_failover_can_drop_claims_no_at_least_once(weaker):
+    claims, notes = KafkaSystem.claims_of(config(**weaker))
+    assert "at-least-once" not in claims
+    assert "per-partition-order" not in claims
+    assert any("no at-least-once claim" in n and "failover" in n for n in notes)
+
+
+def test_acks_all_without_idempotence_is_durable_but_claims_no_order():
+    claims, _ = KafkaSystem.claims_of(config(idempotence=False))
+    assert claims == ["at-least-once"]
+
+
+def test_transactions_claim_read_committed_too():
+    claims, notes = KafkaSystem.claims_of(config(txn=True))
+    assert claims == ["at-least-once", "per-partition-order", "read-committed"]
+    assert any("KIP-98" in n and "read_committed" in n for n in notes)
+
+
+def test_kafka_never_claims_at_most_once_and_rows_stay_per_system():
+    for c in (config(), config(acks="1", idempotence=False), config(txn=True)):
+        assert "at-most-once" not in KafkaSystem.claims_of(c)[0]
+    assert RabbitMQSystem.claims_of({"confirms": True, "ack": "manual"})[0] == ["at-least-once"]
+
+
+def test_options_idempotence_follows_acks_and_conflicts_are_refused():
+    assert KafkaQueueOptions().idempotence is True
+    assert KafkaQueueOptions(acks="1").idempotence is False
+    assert KafkaQueueOptions(acks="all", idempotence=False).idempotence is False
+    assert KafkaQueueOptions(txn=True).idempotence is True
+    with pytest.raises(ValueError, match="--idempotence .* need --acks all"):
+        KafkaQueueOptions(acks="1", idempotence=True)
+    with pytest.raises(ValueError, match="--idempotence .* need --acks all"):
+        KafkaQueueOptions(acks="0", txn=True)
+    with pytest.raises(ValueError, match="--acks: '2'"):
+        KafkaQueueOptions(acks="2")
+    with pytest.raises(ValueError, match="--consumer-mode"):
+        KafkaQueueOptions(consumer_mode="both")
+
+
+def test_producer_timeouts_fit_inside_the_op_deadline():
+    cfg = KafkaQueueOptions().producer_config("h:9092", deadline=10)
+    assert cfg["delivery_timeout_ms"] <= 10_000
+    assert cfg["delivery_timeout_ms"] >= cfg["request_timeout_ms"]  # kafka-python requires it
+    assert cfg["max_block_ms"] < 10_000 and cfg["acks"] == "all"
+    assert KafkaQueueOptions(acks="1").producer_config("h", 10)["enable_idempotence"] is False
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        Errors.MessageSizeTooLargeError(),
+        Errors.RecordListTooLargeError(),
+        Errors.InvalidTopicError(),
+        Errors.TopicAuthorizationFailedError(),
+        Errors.InvalidRequiredAcksError(),
+    ],
+)
+def test_broker_refusals_before_append_are_definite(error):
+    assert rejected(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        Errors.KafkaTimeoutError(),
+        Errors.RequestTimedOutError(),
+        Errors.NotEnoughReplicasAfterAppendError(),
+        Errors.NotEnoughReplicasError(),  # retried: an earlier try may have appended
+        Errors.NotLeaderForPartitionError(),
+        Errors.KafkaConnectionError(),
+        Errors.CorruptRecordError(),  # in transit, maybe on a retry
+        Errors.DuplicateSequenceNumberError(),  # already written
+        Errors.UnknownError(),
+        RuntimeError("anything else"),
+    ],
+)
+def test_everything_else_is_unknown(error):
+    assert not rejected(error)
+
+
+def test_generator_batches_sends_and_makes_txns():
+    gen = QueueOps("t", producers=1, time_limit=60, batch=3)
+    op = gen(0)
+    assert op["f"] == "send" and [m["id"] for m in op["value"]["msgs"]] == [1, 2, 3]
+    assert gen(1) == {"f": "receive", "value": {"queue": "t"}}
+    txn = QueueOps("t", producers=1, time_limit=60, batch=2, txn=True)(0)
+    assert txn == {
+        "f": "txn",
+        "value": {
+            "mops": [
+                {"f": "send", "msgs": [{"id": 1, "queue": "t"}]},
+                {"f": "send", "msgs": [{"id": 2, "queue": "t"}]},
+            ]
+        },
+    }
+
+
+def test_assign_mode_shares_go_to_the_lowest_free_and_come_back():
+    from workloads.kafka.client import Shares
+
+    shares = Shares(3)
+    assert [shares.acquire() for _ in range(3)] == [0, 1, 2]
+    shares.release(1)
+    assert shares.acquire() == 1  # a replacement takes over its predecessor's partitions
+
+
+def test_cluster_ids_never_start_with_a_dash_and_are_kafka_uuids():
+    import base64
+
+    from workloads.kafka.db import new_cluster_id
+
+    # one id in 64 started with "-" before; 5,000 draws would show it
+    ids = [new_cluster_id() for _ in range(5000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
+    assert len(set(ids)) == len(ids)

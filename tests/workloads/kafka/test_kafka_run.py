@@ -1,0 +1,240 @@
+"""`queuecheck test --system kafka` for real: a 3-node KRaft cluster,
+producers and group consumers (kafka-python, and confluent-kafka), faults, the drain, the Spark
+checker; acks=all holding up, acks=1 judged honestly, transactions."""
+
+import json
+
+import pytest
+
+from harness.history import read_history
+from harness.run.options import RunOptions
+from harness.run.runner import Run
+from tests.clusters import own_cluster
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = {"subnet": "10.77.5.0/24", "bridge": "qckbr5", "prefix": "qcz-"}
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    """The state directory of a cluster of this module's own; removed at the end."""
+    with own_cluster(tmp_path_factory, **CLUSTER) as cluster:
+        yield cluster.state.parent
+
+
+def run(state, tmp_path, system_options, **kw):
+    opts = RunOptions(
+        system="kafka",
+        state=str(state),
+        store=str(tmp_path / "store"),
+        driver_memory="1g",
+        **CLUSTER,
+        system_options={"base": str(tmp_path / "kafka"), "heap": "384m", **system_options},
+        **kw,
+    )
+    return Run(opts).execute()
+
+
+def fault_kinds(ops):
+    return {op["f"] for op in ops if op["process"] == "nemesis" and op["value"] is not None}
+
+
+def completions(ops, f, typ):
+    return [op for op in ops if op["f"] == f and op["type"] == typ and op["process"] != "nemesis"]
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path, client):
+    """The same workload, seed and faults on each client engine: both write
+    the same kind of history, and both are judged to hold."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "idempotence": True, "client": client},
+        # seed 11 kills first; a kill slowed by SSH under load (3 s to start,
+        # 1.5 s to stop) pushed the partition past a 15 s main phase
+        time_limit=20,
+        nemesis=["partition", "kill"],
+        nemesis_interval=4,
+        seed=11,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
+    assert {"start-partition", "start-kill"} <= fault_kinds(ops)
+    test = json.loads((run_dir / "test.json").read_text())
+    assert (
+        test["name"]
+        == {"kafka-python": "kafka-acks-all", "confluent": "kafka-acks-all-confluent"}[client]
+    )
+    assert test["config"]["client"] == client
+    assert test["claims"] == ["at-least-once", "per-partition-order"]
+    oks = completions(ops, "send", "ok")
+    assert oks and all(
+        isinstance(m["partition"], int) and isinstance(m["offset"], int)
+        for op in oks
+        for m in op["value"]["msgs"]
+    )
+    assert any(op["f"] == "assign" for op in ops)  # rebalances are in the history
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 500
+    assert counts["lost"] == 0
+    assert doc["history"]["final-read-complete"] is True
+    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
+    stats = json.loads((run_dir / "stats.json").read_text())
+    assert stats["acknowledged-per-second"] > 0
+    print(f"\nacks=all, {client}: {stats['acknowledged-per-second']} acked msgs/s; {counts}")
+    print("properties:", json.dumps(doc["properties"]))
+
+
+def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(state, tmp_path):
+    """`--consumer-mode share` (KIP-932 on confluent-kafka's ShareConsumer):
+    consumers acquire records, then accept, release or reject them; consumers
+    crash with records acquired (after their effect, before acknowledging);
+    brokers are killed. Every acknowledged record must be accepted, rejected or
+    archived, released ones delivered again, none past the delivery limit.
+    (Faults one at a time: under a partition, or overlapping faults, the share
+    consumers of confluent-kafka 2.16 got nothing for the rest of a 20 s run.)"""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "client": "confluent", "consumer_mode": "share"},
+        time_limit=25,
+        nemesis=["crash-client", "kill"],
+        nemesis_interval=4,
+        crash_point="after-effect",
+        seed=5,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
+    assert {"start-kill", "start-crash-client"} <= fault_kinds(ops)
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["name"] == "kafka-acks-all-share-confluent"
+    assert test["config"]["share_group"]["share.delivery.count.limit"] == "3"
+    assert test["claims"] == [
+        "at-least-once",
+        "share-at-least-once",
+        "share-delivery-limit",
+        "share-redelivery",
+    ]  # no order across a share group's consumers
+    # deliveries carry the broker's count; every kind of acknowledgement was made
+    counts_seen = {
+        m["delivery_count"] for op in completions(ops, "receive", "ok") for m in op["value"]["msgs"]
+    }
+    assert min(counts_seen) == 1 and max(counts_seen) >= 2
+    kinds = {m["ack"] for op in completions(ops, "ack", "ok") for m in op["value"]["msgs"]}
+    assert kinds == {"accept", "release", "reject"}
+    assert any(op["f"] == "crash" for op in ops)
+    counts = doc["counts"]
+    assert counts["share-released"] > 0 and counts["share-redelivered"] > 0
+    assert counts["acknowledged"] > 500 and counts["lost"] == 0
+    assert counts["unaccepted"] == counts["over-delivered"] == 0
+    assert counts["release-not-redelivered"] == 0
+    assert doc["history"]["final-read-complete"] is True
+    for p in ("at-least-once", "share-at-least-once", "share-delivery-limit", "share-redelivery"):
+        assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    print("\nshare group:", {k: v for k, v in counts.items() if k.startswith("share")})
+
+
+def test_transactions_under_kills_are_checked(state, tmp_path):
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"txn": True, "send_batch": 3},
+        time_limit=20,
+        nemesis=["kill"],
+        nemesis_interval=5,
+        seed=3,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    assert "start-kill" in fault_kinds(ops)
+    assert completions(ops, "txn", "ok")
+    assert not completions(ops, "send", "invoke")  # producers only run transactions
+    test = json.loads((run_dir / "test.json").read_text())
+    assert "read-committed" in test["claims"]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert {"at-least-once", "at-most-once"} <= set(results["properties"])
+    assert doc["counts"]["aborted-read"] == 0
+    assert doc["counts"]["G1a"] == 0 and doc["counts"]["G1c"] == 0
+    rc = doc["properties"]["read-committed"]
+    # exercised only if some transaction aborted or ended unknown under the kills
+    assert rc == {**rc, "valid": True, "claimed": True} and "exercised" in rc
+
+
+def test_consume_transform_produce_in_transactions_takes_effect_exactly_once(state, tmp_path):
+    """The Kafka transactional pipeline end to end: transactional producers,
+    consumers that write each record's output and their offsets in one
+    transaction, crashed between the output and the commit (and producers
+    crashed with a transaction in flight); the output topic, read with
+    read_committed at the end, is the sink."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"txn": True, "send_batch": 10},
+        time_limit=20,
+        nemesis=["crash-client"],
+        nemesis_interval=1,
+        crash_point="after-effect",
+        crash_clients="both",
+        sink="kafka-txn",
+        seed=4,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    points = [op["value"]["point"] for op in ops if op["f"] == "crash"]
+    assert points.count("after-effect") >= 3 and "send-in-flight" in points
+    in_flight = [op for op in completions(ops, "txn", "info") if "in flight" in op["error"]]
+    assert in_flight  # a producer's crash left its transaction unknown
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["config"]["sink"] == "kafka-txn" and test["config"]["read_committed"] is True
+    assert "exactly-once-effect" in test["claims"]
+    effects = [e for op in ops if op["f"] == "effects" for e in op["value"]["effects"]]
+    assert effects and all(e["count"] == 1 for e in effects)
+    counts = doc["counts"]
+    # aborted effect transactions redelivered their records, which took effect once
+    assert counts["duplicated"] > 0
+    assert counts["effect-duplicated"] == 0 and counts["effect-lost"] == 0
+    assert counts["lost"] == 0 and counts["aborted-read"] == 0
+    assert doc["properties"]["exactly-once-effect"] == {
+        "valid": True,
+        "claimed": True,
+        "exercised": True,
+    }
+    assert doc["properties"]["read-committed"]["exercised"] is True
+    assert doc["valid"] is True
+    print(f"\nkafka-txn sink: {counts}; {doc['history']}")
+
+
+def test_kill_9_of_a_kafka_run_then_cluster_up_leaves_no_broker_and_a_checkable_prefix(
+    state, tmp_path
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.clusters import processes_under, start_test_cli, wait_for_op
+
+    data = "/var/lib/queuecheck/qcz"  # this cluster's data tree (NodeOptions.data_base)
+    proc, store = start_test_cli(
+        state,
+        tmp_path,
+        CLUSTER,
+        *("--system", "kafka", "--kafka-heap", "384m", "--time-limit", "120"),
+        *("--nemesis", "pause", "--nemesis-interval", "2"),
+    )
+    try:
+        history = wait_for_op(store, "start-pause", timeout=240)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert processes_under(data), "the brokers outlived the harness"
+    assert [op for op in read_history(history) if op["f"] == "send" and op["type"] == "ok"]
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.commands.cli", "cluster", "up", "--state", str(state)]
+        + [f"--{k}={v}" for k, v in CLUSTER.items()],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr
+    assert processes_under(data) == []  # the paused one too: resumed, then killed

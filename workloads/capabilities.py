@@ -1,0 +1,99 @@
+"""What a broker's lifecycle can do beyond the DB protocol (workloads/db.py):
+named optional protocols, as Jepsen's `Kill`, `Pause`, `Primary` ... A DB
+class lists among its bases the ones it implements, so which faults a
+broker takes reads off its class (`Kafka(PidfileProcess, Leaders,
+Controller, ...)`). A fault that needs one asks `supports(db_class, X)`
+when the run's options are checked, before any node is reached, and
+refuses a broker that lacks it by name (exit 2); at run time it uses the
+instance through the protocol's methods, never by probing names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from harness.nodes.remote import Remote
+
+
+@runtime_checkable
+class Leaders(Protocol):
+    """Who leads the test's partitions or queues now (--fault-targets
+    primaries, the aimed partition shapes)."""
+
+    def primaries(self) -> list[str]:
+        """The names of the nodes leading now, as the brokers say; raises
+        when none answers."""
+        ...
+
+
+@runtime_checkable
+class Controller(Protocol):
+    """A cluster with one active controller (Kafka's KRaft quorum leader)."""
+
+    def controller(self) -> str | None:
+        """The node that is the active controller now (None: nobody says)."""
+        ...
+
+
+@runtime_checkable
+class PowerLoss(Protocol):
+    """Nodes that can lose power: the broker dies and every write it had not
+    fsynced is gone (data on lazyfs)."""
+
+    def power_off(self, node: Remote) -> bool:
+        """Power gone; False if nothing ran there."""
+        ...
+
+    def power_on(self, node: Remote) -> None:
+        """Power back: the data as last synced, the broker started."""
+        ...
+
+
+@runtime_checkable
+class ReplicationPort(Protocol):
+    """Brokers that replicate on a port of their own, apart from their
+    controllers' (--partition-shapes isolate-primary-data cuts it alone)."""
+
+    def replication_port(self) -> int: ...
+
+
+@runtime_checkable
+class RollingUpgrade(Protocol):
+    """A cluster that rolls to a new version one node at a time
+    (nemesis/upgrade.py drives these steps)."""
+
+    def node_versions(self) -> dict[str, str]:
+        """The version (or install) each node runs now."""
+        ...
+
+    def upgrade_node(self, node: Remote) -> dict[str, Any]:
+        """Stops the node's broker, switches it to the new version, starts it;
+        returns what it did (node, from, to)."""
+        ...
+
+    def await_in_sync(
+        self, node: Remote, timeout: float, cancelled: Callable[[], bool]
+    ) -> dict[str, Any]:
+        """Until the node serves and its replicas are in sync again (or
+        `timeout`, or `cancelled()`); returns what was seen (in-sync or not)."""
+        ...
+
+    def await_cluster(self, timeout: float | None = None) -> None:
+        """Until every node serves (raises DBError otherwise)."""
+        ...
+
+    def finalize_upgrade(self, timeout: float) -> dict[str, Any]:
+        """Raises the cluster's feature levels to the new version's (tries
+        again for up to `timeout` while a fault keeps a node away)."""
+        ...
+
+    def finalized(self) -> dict[str, Any]:
+        """The finalized feature levels, as the cluster reports them."""
+        ...
+
+
+def supports(db: type | object, capability: type) -> bool:
+    """Whether a DB class (or instance) implements `capability`."""
+    return issubclass(db if isinstance(db, type) else type(db), capability)

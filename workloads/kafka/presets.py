@@ -1,0 +1,212 @@
+"""Kafka's demo run, matrix rows and findings rows (workloads/presets.py)."""
+
+from __future__ import annotations
+
+from ..presets import ENQUEUE_THEN_DRAIN, Finding, Preset, Presets
+
+TXN_SINK = "kafka-txn"  # the consume-transform-produce sink (txn_sink.py)
+
+# The faults that catch unclean election. A full cut also cuts the leader from
+# the KRaft controllers: its in-sync set cannot shrink and its writes wait (0
+# of 10 runs caught). Cut replication alone: the leader shrinks the set to
+# itself (replica.lag.time.max.ms, 5 s) and, if min.insync.replicas allows,
+# acknowledges alone; 10 s into the cut it is killed, and the controller,
+# finding no in-sync replica alive, may elect one that lacks those writes.
+REPLICATION_CUT_THEN_KILL = {
+    "nemesis_profile": "leaders",
+    "partition_shapes": ["isolate-primary-data"],
+    "nemesis_overlap": True,  # the kill half an interval into the cut
+    "nemesis_interval": 20.0,
+    **ENQUEUE_THEN_DRAIN,
+}
+
+
+DEMO = Preset(
+    "demo-kafka-acks-all",
+    "Kafka KRaft, acks=all, idempotent producer, min.insync.replicas=2, consumer group",
+    {
+        "system": "kafka",
+        "nemesis": ["partition", "kill", "pause"],
+        "system_options": {"acks": "all", "idempotence": True},
+    },
+)
+MATRIX = [
+    Preset(
+        "kafka-acks-all-dedupe",
+        "Kafka acks=all, idempotent producer, offsets committed after the effect, dedupe sink",
+        {"system": "kafka", "sink": "dedupe", "rate": 5.0, "system_options": {"acks": "all"}},
+    ),
+    Preset(
+        "kafka-transactions",
+        "Kafka transactional producers; consume-transform-produce with the offsets in the "
+        "output's transaction, read_committed",
+        {
+            "system": "kafka",
+            "sink": TXN_SINK,
+            # 20 messages a transaction: with ten transactional clients and three
+            # brokers on two cores a transaction takes a few hundred ms
+            "system_options": {"acks": "all", "txn": True, "send_batch": 20},
+        },
+    ),
+    Preset(
+        "kafka-share-dedupe",
+        "Kafka share group (KIP-932): records acquired, the effect, then accepted "
+        "(or released, rejected); dedupe sink",
+        {
+            "system": "kafka",
+            "sink": "dedupe",
+            "rate": 5.0,
+            "system_options": {"acks": "all", "client": "confluent", "consumer_mode": "share"},
+        },
+    ),
+]
+FINDINGS = [
+    Finding(
+        Preset(
+            "kafka-acks1-leader-isolated",
+            "Kafka acks=1 (no idempotence), a partition leader isolated",
+            {
+                "nemesis_profile": "leaders",
+                # no kills: with a leader per node, "the leaders" are every
+                # broker, and a crash keeps the page cache
+                "nemesis": ["partition"],
+                **ENQUEUE_THEN_DRAIN,
+                "system": "kafka",
+                "system_options": {"acks": "1"},
+            },
+        ),
+        {"at-least-once": False},
+        "acks=1 is acknowledged by the leader alone: a leader cut off from its "
+        "followers keeps acknowledging, a follower is elected, and the old leader "
+        "truncates what only it had",
+    ),
+    Finding(
+        Preset(
+            "kafka-unclean-min-isr-1",
+            "Kafka acks=all, min.insync.replicas=1, unclean leader election, the "
+            "leader's replication cut, then the leader killed",
+            {
+                **REPLICATION_CUT_THEN_KILL,
+                "system": "kafka",
+                "system_options": {
+                    "acks": "all",
+                    "min_insync_replicas": 1,
+                    "unclean_leader_election": True,
+                    "partitions": 1,  # one leader: the kill strikes it alone
+                },
+            },
+        ),
+        {"at-least-once": False},
+        "acks=all means all of the in-sync replicas, and with min.insync.replicas=1 that "
+        "can be the leader alone; unclean election then makes a replica that lacks its "
+        "writes the leader",
+    ),
+    Finding(
+        Preset(
+            "kafka-min-isr-2-replication-cut",
+            "Kafka acks=all, min.insync.replicas=2, clean election, the leader's "
+            "replication cut, then the leader killed",
+            {
+                # kafka-unclean-min-isr-1's faults, seed for seed: what that row
+                # loses comes from its configuration, not from the faults
+                **REPLICATION_CUT_THEN_KILL,
+                "system": "kafka",
+                "system_options": {"acks": "all", "partitions": 1},
+            },
+        ),
+        {"at-least-once": True},
+        "the control of kafka-unclean-min-isr-1: the leader cut off from its followers "
+        "cannot acknowledge alone (two in-sync replicas needed), and only an in-sync "
+        "replica may follow it",
+    ),
+    Finding(
+        Preset(
+            "kafka-acks-all-min-isr-2",
+            "Kafka acks=all, idempotent producer, min.insync.replicas=2, leaders isolated "
+            "and killed",
+            {
+                "nemesis_profile": "leaders",
+                **ENQUEUE_THEN_DRAIN,
+                "system": "kafka",
+                "system_options": {"acks": "all"},
+            },
+        ),
+        {"at-least-once": True},
+        "the control: every acknowledged write is on two replicas before the ack, and "
+        "only an in-sync replica may lead",
+    ),
+    Finding(
+        Preset(
+            "kafka-share-group",
+            "Kafka share group (KIP-932), acks=all: consumers crashing with records "
+            "acquired (after their effect, before acknowledging), leaders killed",
+            {
+                "system": "kafka",
+                "nemesis_profile": "leaders",
+                # one fault at a time: under partitions the share consumers of
+                # confluent-kafka 2.16 stall, and the drain would do all the work
+                "nemesis": ["crash-client", "kill"],
+                "crash_point": "after-effect",
+                "system_options": {
+                    "acks": "all",
+                    "client": "confluent",
+                    "consumer_mode": "share",
+                },
+            },
+        ),
+        {"share-at-least-once": True, "share-delivery-limit": True, "share-redelivery": True},
+        "the control: a record whose consumer died comes back when its lock expires, a "
+        "released one at once, until the delivery limit archives it",
+    ),
+    Finding(
+        Preset(
+            "kafka-acks-all-power-loss",
+            "Kafka acks=all, min.insync.replicas=2, data on lazyfs, every node loses power at once",
+            {
+                "nemesis_profile": "power-loss",
+                **ENQUEUE_THEN_DRAIN,
+                "system": "kafka",
+                "system_options": {"acks": "all", "lazyfs": True},
+            },
+        ),
+        # Gone whether or not a consumer had read it: an acknowledged write is
+        # lost, or its offset comes back holding another write
+        {"at-least-once": False, "per-partition-order": False},
+        "Kafka acknowledges once the in-sync replicas hold a write, in memory, and leaves "
+        "the fsync to the OS: when every replica loses power at once, what none had "
+        "synced is gone, acks=all or not, and its offsets are handed out again",
+    ),
+    Finding(
+        Preset(
+            "kafka-flush-every-message-power-loss",
+            "Kafka acks=all, log.flush.interval.messages=1, data on lazyfs, every node "
+            "loses power at once",
+            {
+                "nemesis_profile": "power-loss",
+                **ENQUEUE_THEN_DRAIN,
+                "system": "kafka",
+                "system_options": {"acks": "all", "lazyfs": True, "flush_messages": 1},
+            },
+        ),
+        {"at-least-once": True, "per-partition-order": True},
+        "the control: each replica fsyncs a write before it counts as in sync, so a "
+        "whole-cluster power loss keeps every acknowledged write (at a throughput cost)",
+    ),
+    Finding(
+        Preset(
+            "kafka-transactions",
+            "Kafka transactions, consume-transform-produce, client crashes",
+            {
+                "nemesis_profile": "client-crashes",
+                "system": "kafka",
+                "sink": TXN_SINK,
+                "system_options": {"acks": "all", "txn": True, "send_batch": 20},
+            },
+        ),
+        {"exactly-once-effect": True},
+        "the control for effects: the output and the consumed offsets commit in one "
+        "transaction, so a crashed consumer's work is aborted and redone once",
+    ),
+]
+
+PRESETS = Presets(demo=DEMO, matrix=MATRIX, findings=FINDINGS)

@@ -1,0 +1,169 @@
+"""RabbitMQ's demo run, matrix rows and findings rows (workloads/presets.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..presets import ENQUEUE_THEN_DRAIN, Finding, Preset, Presets
+
+# Producers crash with a publish in flight, twice a second, and publish again.
+STREAM_PRODUCER_CRASHES: dict[str, Any] = {
+    "system": "rabbitmq",
+    "nemesis": ["crash-client"],
+    "crash_clients": "producers",
+    "nemesis_interval": 0.5,
+}
+
+
+DEMO = Preset(
+    "demo-rabbitmq-quorum",
+    "RabbitMQ quorum queue, publisher confirms, manual acks",
+    {
+        "system": "rabbitmq",
+        "nemesis": ["partition", "kill", "pause"],
+        "system_options": {"queue_type": "quorum", "confirms": True, "ack": "manual"},
+    },
+)
+MATRIX = [
+    Preset(
+        "rabbitmq-auto-ack",
+        "RabbitMQ quorum queue, confirms, auto-ack, naive sink",
+        {
+            "system": "rabbitmq",
+            "sink": "naive",
+            "system_options": {"queue_type": "quorum", "ack": "auto"},
+        },
+    ),
+    Preset(
+        "rabbitmq-manual-naive",
+        "RabbitMQ quorum queue, confirms, manual ack after the effect, naive sink",
+        {"system": "rabbitmq", "sink": "naive", "system_options": {"queue_type": "quorum"}},
+    ),
+    Preset(
+        "rabbitmq-manual-dedupe",
+        "RabbitMQ quorum queue, confirms, manual ack after the effect, dedupe sink",
+        {"system": "rabbitmq", "sink": "dedupe", "system_options": {"queue_type": "quorum"}},
+    ),
+    Preset(
+        "rabbitmq-stream-dedupe",
+        "RabbitMQ stream, deduplicating producers, readers storing their offsets (a log: "
+        "no sink, every reader reads every message)",
+        {"system": "rabbitmq", "system_options": {"queue_type": "stream"}},
+    ),
+]
+
+FINDINGS = [
+    Finding(
+        Preset(
+            "rabbitmq-mirrored-autoheal",
+            "RabbitMQ classic mirrored queue, confirms, manual acks, autoheal, the queue "
+            "master isolated",
+            {
+                "nemesis_profile": "leaders",
+                **ENQUEUE_THEN_DRAIN,
+                # the master cut off alone, longer than net_ticktime (10 s) so both
+                # sides notice; no kills (a killed master's mirror takes over cleanly)
+                "nemesis": ["partition"],
+                "nemesis_interval": 15.0,
+                "system": "rabbitmq",
+                "system_options": {"queue_type": "mirrored", "partition_handling": "autoheal"},
+            },
+        ),
+        {"at-least-once": False},
+        "autoheal restarts the nodes of the losing side, and the mirrors there throw "
+        "away messages the master had confirmed (Jepsen, RabbitMQ 2014)",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-auto-ack",
+            "RabbitMQ quorum queue, auto-ack, naive sink, client crashes",
+            {
+                "nemesis_profile": "client-crashes",
+                "system": "rabbitmq",
+                "sink": "naive",
+                "system_options": {"queue_type": "quorum", "ack": "auto"},
+            },
+        ),
+        {"at-least-once": False, "exactly-once-effect": False},
+        "auto-ack hands a message over as acknowledged: a consumer that dies before its "
+        "effect loses it for good",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-naive-sink",
+            "RabbitMQ quorum queue, manual ack after the effect, naive sink, client crashes",
+            {
+                "nemesis_profile": "client-crashes",
+                "system": "rabbitmq",
+                "sink": "naive",
+                "system_options": {"queue_type": "quorum"},
+            },
+        ),
+        {"exactly-once-effect": False},
+        "at-least-once delivery redelivers what a consumer did not ack: a consumer that "
+        "died after its effect and before its ack has the effect applied twice",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-quorum",
+            "RabbitMQ quorum queue, confirms, manual acks, queue leaders isolated and killed",
+            {
+                "nemesis_profile": "leaders",
+                **ENQUEUE_THEN_DRAIN,
+                "nemesis_interval": 15.0,
+                "system": "rabbitmq",
+                "system_options": {"queue_type": "quorum"},
+            },
+        ),
+        {"at-least-once": True},
+        "the control: a quorum queue confirms a message once a majority has it, and only "
+        "a member with every confirmed message can lead",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-dedupe-sink",
+            "RabbitMQ quorum queue, manual ack after the effect, dedupe sink, client crashes",
+            {
+                "nemesis_profile": "client-crashes",
+                "system": "rabbitmq",
+                "sink": "dedupe",
+                "system_options": {"queue_type": "quorum"},
+            },
+        ),
+        {"exactly-once-effect": True},
+        "the control for effects: redeliveries still come, and the sink applies each "
+        "message id once",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-stream-no-dedupe",
+            "RabbitMQ stream, producers without deduplication publishing again what a "
+            "crash left unconfirmed",
+            {
+                **STREAM_PRODUCER_CRASHES,
+                "system_options": {"queue_type": "stream", "stream_dedupe": False},
+            },
+        ),
+        {"per-partition-order": False},
+        "a confirm lost with the connection says nothing of the publish: published "
+        "again without a producer name and publishing id, a message the stream had "
+        "already stored is stored twice (an id at two offsets)",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-stream-dedupe",
+            "RabbitMQ stream, deduplicating producers (a name, publishing ids) publishing "
+            "again what a crash left unconfirmed",
+            {
+                **STREAM_PRODUCER_CRASHES,
+                "system_options": {"queue_type": "stream", "stream_dedupe": True},
+            },
+        ),
+        {"at-least-once": True, "per-partition-order": True},
+        "the control: the broker drops a publishing id it already stored for the "
+        "producer's name, so the same publish again is stored once",
+    ),
+]
+
+
+PRESETS = Presets(demo=DEMO, matrix=MATRIX, findings=FINDINGS)
