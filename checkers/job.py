@@ -20,7 +20,7 @@ from checkers.exercise import mark_exercised
 from checkers.load import load_history
 from checkers.registry import hollow_rules, new_checkers, properties
 from checkers.spark import DEFAULT_DRIVER_MEMORY, spark_session
-from harness.rundir import RunDir, RunFileError, write_json
+from harness.rundir import TEST_FILE, RunDir, RunFileError, write_json
 
 DEFAULT_CLAIMS = ("at-least-once",)
 
@@ -64,7 +64,7 @@ def check(
         raise UsageError(str(e)) from None
     source = "--claims"
     if claims is None and "claims" in test:
-        claims, source = parse_claims(",".join(test["claims"])) or [], "test.json"
+        claims, source = parse_claims(",".join(test["claims"])) or [], TEST_FILE
     elif claims is None:
         claims, source = list(DEFAULT_CLAIMS), "default"
     step("starting Spark")

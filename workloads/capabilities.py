@@ -2,7 +2,9 @@
 named optional protocols, as Jepsen's `Kill`, `Pause`, `Primary` ... A DB
 class lists among its bases the ones it implements, so which faults a
 broker takes reads off its class (`Kafka(PidfileProcess, Leaders,
-Controller, ...)`). A fault that needs one asks `supports(db_class, X)`
+Controller, ...)`), after its concrete bases: a protocol earlier in the
+MRO would end a `super().__init__()` chain there. A fault that needs one
+asks `supports(db_class, X)`
 when the run's options are checked, before any node is reached, and
 refuses a broker that lacks it by name (exit 2); at run time it uses the
 instance through the protocol's methods, never by probing names.

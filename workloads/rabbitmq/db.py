@@ -68,7 +68,7 @@ def install_name(home: str | None) -> str:
     return home or "debian"
 
 
-class RabbitMQ(QueueLeaders, PidfileProcess, RollingUpgrade):
+class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade):
     name = "rabbitmq"
 
     def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):

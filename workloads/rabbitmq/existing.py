@@ -27,7 +27,7 @@ from .leaders import QueueLeaders
 BROKER_OPTIONS = ("partition_handling", "net_ticktime", "rabbitmq_home", "upgrade_home")
 
 
-class ExistingRabbitMQ(QueueLeaders, CommandLifecycle):
+class ExistingRabbitMQ(CommandLifecycle, QueueLeaders):
     name = "rabbitmq"
 
     def __init__(
