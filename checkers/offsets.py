@@ -299,15 +299,12 @@ def per_id(r: DataFrame, held: list[DataFrame]) -> DataFrame:
     )
 
 
-# Offsets are grouped in spans of this many to find those between two others
-# with an equi-join (by partition and span) rather than one ordered pass over
-# a whole partition's log in one task.
-SPAN = 1024
-
-
 def known_offsets(log: DataFrame, held: list[DataFrame]) -> tuple[DataFrame, DataFrame]:
-    """Every known offset of every partition, with its span, and the offsets
-    that hold two or more ids (inconsistent-offsets): one shuffle by offset."""
+    """Every known offset of every partition, with its rank among them, and
+    the offsets that hold two or more ids (inconsistent-offsets): one
+    shuffle by offset. How many known offsets lie strictly between two is
+    then a difference of ranks: no step walks the offsets a gap covers, so
+    a read that jumps across a whole log costs what any other does."""
     qp = ["queue", "partition"]
     at = log.groupBy(*qp, "offset").agg(
         F.min("id").alias("id_lo"), F.max("id").alias("id_hi"), F.min("index").alias("idx")
@@ -321,7 +318,8 @@ def known_offsets(log: DataFrame, held: list[DataFrame]) -> tuple[DataFrame, Dat
         partition=c("partition"),
         offset=c("offset"),
     )
-    known = at.select(*qp, "offset", F.floor(c("offset") / SPAN).alias("span"))
+    rank = F.row_number().over(Window.partitionBy(*qp).orderBy("offset"))
+    known = at.select(*qp, "offset", rank.alias("rank"))
     return known, inconsistent
 
 
@@ -372,17 +370,19 @@ def sequences(r: DataFrame, known: DataFrame) -> DataFrame:
         .alias("name"),
     )
     # A read past a gap in the offsets: a known offset strictly between the
-    # two makes it a skip (how many were skipped, the example says). They are
-    # looked for in the spans the gap covers, usually one.
+    # two makes it a skip (how many were skipped, the example says): the
+    # difference of the two offsets' ranks among the partition's known ones.
     gap = (c("kind") == "poll") & (c("first_off") > c("prev.offset") + 1)
-    spans = F.sequence(F.floor((c("prev.offset") + 1) / SPAN), F.floor((c("first_off") - 1) / SPAN))
+    qp = ["queue", "partition"]
+    rank_of = known.select(*qp, c("offset").alias("first_off"), c("rank").alias("first_rank"))
+    prev_rank = known.select(*qp, c("offset").alias("prev_off"), c("rank").alias("prev_rank"))
     gaps = (
         pairs.filter(gap)
-        .select(*pair, F.explode(spans).alias("span"))
-        .join(known.withColumnRenamed("offset", "known"), ["queue", "partition", "span"])
-        .filter((c("known") > c("prev.offset")) & (c("known") < c("first_off")))
-        .groupBy(*pair)
-        .agg(F.count(F.lit(1)).alias("skipped"))
+        .select(*pair, c("prev.offset").alias("prev_off"))
+        .join(rank_of, [*qp, "first_off"])
+        .join(prev_rank, [*qp, "prev_off"])
+        .select(*pair, (c("first_rank") - c("prev_rank") - 1).alias("skipped"))
+        .filter(c("skipped") > 0)
         .select("*", F.lit("poll-skip").alias("name"))
     )
     cases = backwards.unionByName(gaps)

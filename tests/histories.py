@@ -127,6 +127,7 @@ PLANT = {
     "no-rollback": 20,  # an aborted or unknown txn's polls still move the position
     "drain-miss": 5,  # the final drain misses one message
     "half-position": 2,  # a message with a partition but no offset, or the reverse
+    "shuffle": 5,  # a poll hands its records over out of offset order
 }
 
 _STRINGS = ("", "n1", "ü→✓", 'quote" and \\ back', "line\nbreak", '{"msgs": []}')
@@ -257,6 +258,9 @@ class _Sim:
                 key=lambda e: e["off"],
             )
             got = visible[: ch.int(0, 4) or 1]
+            if len(got) > 1 and ch.chance(PLANT["shuffle"]):
+                k = ch.int(1, len(got) - 1)
+                got = got[k:] + got[:k]  # rotated: its first record is not its lowest
             out += [self.msg(e["id"], queue, part, e["off"]) for e in got]
             if got:
                 moved[(p, *qp)] = got[-1]["off"] + 1

@@ -35,7 +35,13 @@ from rich.table import Table
 from harness.history import sidecar
 
 GENERATOR_VERSION = 1
-SHAPES = ("queue", "kafka")
+HOSTILE = (
+    "hostile",
+    "hostile-one-partition",
+    "hostile-one-process",
+    "hostile-rewind",
+)  # tests/bench/hostile_history.py; each with its orderly twin, "<shape>-orderly"
+SHAPES = ("queue", "kafka", *HOSTILE, *(f"{h}-orderly" for h in HOSTILE))
 SUFFIX = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
@@ -158,20 +164,32 @@ class HistoryGenerator:
         return self.planted
 
 
-def ensure_history(size: int, root: Path, shape: str = "queue") -> Path:
+def generator(shape: str, size: int) -> HistoryGenerator:
+    from tests.bench.hostile_history import SHAPES as HOSTILE_SHAPES
+    from tests.bench.hostile_history import HostileHistoryGenerator
+    from tests.bench.kafka_history import KafkaHistoryGenerator
+
+    if shape == "kafka":
+        return KafkaHistoryGenerator(size)
+    hostile = shape.removesuffix("-orderly")
+    if hostile in HOSTILE_SHAPES:
+        return HostileHistoryGenerator(
+            size, orderly=shape.endswith("-orderly"), **HOSTILE_SHAPES[hostile]
+        )
+    return HistoryGenerator(size)
+
+
+def ensure_history(size: int, root: Path, shape: str = "queue", with_sidecar: bool = True) -> Path:
     name = f"history-{size}" if shape == "queue" else f"history-{shape}-{size}"
     path = root / f"{name}-v{GENERATOR_VERSION}.jsonl"
     if not path.exists():
-        from tests.bench.kafka_history import KafkaHistoryGenerator
-
         tmp = path.with_suffix(".tmp")
         t = time.monotonic()
-        generator = KafkaHistoryGenerator if shape == "kafka" else HistoryGenerator
-        planted = generator(size).write(tmp)
+        planted = generator(shape, size).write(tmp)
         tmp.replace(path)
         path.with_suffix(".planted.json").write_text(json.dumps(planted))
         print(f"generated {path} ({path.stat().st_size >> 20} MiB) in {time.monotonic() - t:.0f} s")
-    if sidecar.usable(path) is None:
+    if with_sidecar and sidecar.usable(path) is None:
         t = time.monotonic()
         sidecar.build(path)
         print(f"built its columnar sidecar in {time.monotonic() - t:.0f} s")
