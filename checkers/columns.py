@@ -12,7 +12,17 @@ from pyspark.sql import types as T
 
 from harness.history import NEMESIS, PAIRED_FS, TYPES
 from harness.history.contract import MESSAGE_FS
-from harness.history.roles import ACK, ATTEMPT, DELIVER, EFFECT, FAIL, INFO
+from harness.history.roles import (
+    ACK,
+    ATTEMPT,
+    DELIVER,
+    EFFECT,
+    FAIL,
+    INFO,
+    RESET,
+    RESET_FS,
+    UNCOMMITTED_READ,
+)
 from harness.history.roles import DRAIN_READ as DRAIN
 
 from .schema import CORRUPT, MSG
@@ -102,6 +112,18 @@ def role_of(f: Column, typ: Column, mop: Column) -> Column:
         .when((f == "effects") & ok, EFFECT)
         .when((f == "txn") & (mop == "send"), send_role)
         .when((f == "txn") & (mop == "receive") & ok, DELIVER)
+    )
+
+
+def message_role(f: Column, typ: Column, mop: Column) -> Column:
+    """The role of a message row (or of a marker op's row) as the sidecar's
+    writer sets it (harness/history/roles.py `role`): role_of, plus the
+    markers' RESET (ok or info) and a receive mop of a txn that failed or
+    ended info (UNCOMMITTED_READ)."""
+    return (
+        F.when(f.isin(*RESET_FS), F.when(~typ.isin("invoke", "fail"), RESET))
+        .when((f == "txn") & (mop == "receive") & typ.isin("fail", "info"), UNCOMMITTED_READ)
+        .otherwise(role_of(f, typ, mop))
     )
 
 

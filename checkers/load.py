@@ -10,24 +10,22 @@ gathered, naming the same line, field and problem as `read_history`.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from harness.history import ReadReport, sidecar
+from harness.history import NEMESIS, ReadReport, sidecar
 from harness.history.contract import MESSAGE_FS, VALUE_FS
-from harness.history.roles import (
-    ATTEMPT,
-    EFFECT,
-    OPEN_ATTEMPT,
-)
+from harness.history.roles import ATTEMPT, EFFECT, OPEN_ATTEMPT, RESET_FS
 from harness.rundir import RunDir
 
-from .columns import MSGS, annotate, empty_array, occurrences
-from .contract_check import check_jsonl, refuse_bom_and_empty, truncated_tail
+from .columns import MSGS, annotate, empty_array, message_role, occurrences
+from .contract_check import FACT_NAMES, check_jsonl, refuse_bom_and_empty, truncated_tail
 from .schema import CORRUPT, OP, spark_schema
 
 
@@ -177,33 +175,206 @@ def _sidecar_frames(spark: SparkSession, files: dict[str, Path]) -> tuple[DataFr
     return ops, occ
 
 
+# Below this many bytes a check is Spark's start-up and planning: reading the
+# JSONL costs no more than making it columnar first.
+CONVERT_ABOVE = 64 << 20
+# A queue named by anything but a string (the contract says string): Spark
+# would read another JSON value as its text, which a column can only
+# imitate, so such a history is read from the JSONL (as the writer refuses
+# it). The lines whose text may name one are looked at closer.
+QUEUE_NOT_A_STRING = r'"queue"\s*:\s*(?!"|null[\s,}\]])'
+
+
 def load_history(
-    spark: SparkSession, path: str | os.PathLike, use_sidecar: bool = True
+    spark: SparkSession,
+    path: str | os.PathLike,
+    use_sidecar: bool = True,
+    convert_above: int | None = CONVERT_ABOVE,
 ) -> LoadedHistory:
     """Reads and validates; raises HistoryError naming the first bad line,
     the one read_history names, with its words.
 
     Reads the columnar sidecar instead of the JSONL when one matches it
-    (harness/history/sidecar.py), unless `use_sidecar` is False.
-    """
+    (harness/history/sidecar.py), unless `use_sidecar` is False. A history
+    without one, above `convert_above` bytes (None: never), is made columnar
+    first (`convert`): the same check, then every checker reads columns."""
     p = RunDir.find(path).history
     if not p.is_file():
         raise FileNotFoundError(f"no history at {p}")
     manifest = sidecar.manifest(p) if use_sidecar else None
+    big = convert_above is not None and p.stat().st_size > convert_above
+    if use_sidecar and manifest is None and big and convert(spark, p):
+        manifest = sidecar.manifest(p)
     if manifest:
-        # The writer paired and counted every op as it went: no job here.
+        # The writer (or the conversion) paired and counted every op: no job here.
         files = sidecar.paths(p)
         ops, occ = _sidecar_frames(spark, files)
         manifest["tally"] = [tuple(t) for t in manifest["tally"]]
-        return _loaded(spark, p, ops, occ, manifest, None, "sidecar", files)
+        source = "converted" if manifest.get("converted") else "sidecar"
+        tail = manifest.get("truncated_line")
+        return _loaded(spark, p, ops, occ, manifest, tail, source, files)
+    facts, ops, truncated = _checked_jsonl(spark, p)
+    tail = facts["lines"] if truncated else None
+    return _loaded(spark, p, ops, _jsonl_occurrences(ops), facts, tail, "jsonl", None)
+
+
+def _checked_jsonl(spark: SparkSession, p: Path) -> tuple[dict, DataFrame, bool]:
+    """The exact contract check of a JSONL (raising its HistoryError), then
+    its ops as Spark reads them: (facts, ops, whether the last line is a
+    crashed run's partial write, left out)."""
     refuse_bom_and_empty(p)
     truncated = truncated_tail(p)
     facts = check_jsonl(spark, p, truncated)
     ops = _json_ops(spark, p)
     if truncated:
         ops = ops.filter(~F.col("bad"))
-    tail = facts["lines"] if truncated else None
-    return _loaded(spark, p, ops, _jsonl_occurrences(ops), facts, tail, "jsonl", None)
+    return facts, ops, truncated
+
+
+def convert(spark: SparkSession, path: str | os.PathLike) -> dict[str, Path] | None:
+    """Makes a history columnar once: the exact contract check of the JSONL
+    (as `load_history` does it: the same line, field and words as
+    read_history), then one Spark pass that writes the sidecar beside it, in
+    its schemas, each row's role set as its writer sets it, and the manifest
+    with the facts, sealed last. `queuecheck index` is this. None (nothing
+    written) when the history cannot be columnar, or its directory cannot
+    be written in."""
+    p = RunDir.find(path).history
+    if not os.access(p.parent, os.W_OK | os.X_OK):
+        return None
+    facts, ops, truncated = _checked_jsonl(spark, p)
+    lines = spark.read.option("lineSep", "\n").text(str(p))
+    if _names_a_queue_by_a_non_string(lines):
+        return None
+    files = sidecar.paths(p)
+    files["manifest"].unlink(missing_ok=True)  # unsealed until the last write
+    h = _loaded(spark, p, ops, _jsonl_occurrences(ops), facts, None, "jsonl", None)
+    _write(_converted_ops(ops, lines), files["ops"])
+    _write(_converted_msgs(h, ops), files["msgs"])
+    tally = (
+        ops.filter(
+            (F.col("is_client") & F.col("f").isin("crash", "txn"))
+            | (~F.col("is_client") & F.col("f").startswith("start-"))
+        )
+        .groupBy("f", "type", "is_client")
+        .count()
+        .collect()
+    )
+    manifest = {
+        "version": sidecar.VERSION,
+        "jsonl_bytes": p.stat().st_size,
+        **{k: facts[k] for k in (*FACT_NAMES, "ops")},
+        "open_invokes": sorted(facts["open_invokes"]),
+        "tally": sorted([r["f"], r["type"], r["is_client"], r["count"]] for r in tally),
+        "truncated_line": facts["lines"] if truncated else None,
+        "converted": True,
+    }
+    files["manifest"].write_text(json.dumps(manifest) + "\n")
+    return files
+
+
+def _names_a_queue_by_a_non_string(lines: DataFrame) -> bool:
+    """Whether a message of a client message op names its queue by anything
+    but a string: looked at on the few lines whose text may (their queues
+    parsed again as variants, which know the JSON type)."""
+    schema = (
+        "process variant, f string, value struct<msgs: array<struct<queue: variant>>, "
+        "mops: array<struct<msgs: array<struct<queue: variant>>>>>"
+    )
+    not_string = "m -> schema_of_variant(m.queue) NOT IN ('STRING', 'VOID')"
+    bad = (
+        (F.expr("schema_of_variant(o.process)") != "STRING")
+        & F.col("o.f").isin(*MESSAGE_FS)
+        & F.coalesce(
+            F.expr(f"exists(o.value.msgs, {not_string})")
+            | F.expr(f"exists(o.value.mops, mop -> exists(mop.msgs, {not_string}))"),
+            F.lit(False),
+        )
+    )
+    candidates = lines.filter(F.col("value").rlike(QUEUE_NOT_A_STRING))
+    parsed = candidates.select(F.from_json("value", schema).alias("o"))
+    return parsed.filter(bad).limit(1).count() > 0
+
+
+def _converted_ops(ops: DataFrame, lines: DataFrame) -> DataFrame:
+    """The sidecar's op rows; a nemesis op's value as JSON text (the report's
+    faults), parsed again from the few nemesis lines as a variant."""
+    nemesis = (
+        lines.filter(F.col("value").rlike(r'"process"\s*:\s*"nemesis"'))
+        .select(F.from_json("value", "index long, process string, value variant").alias("o"))
+        .filter(F.col("o.process") == NEMESIS)
+        .select(F.col("o.index").alias("index"), F.to_json("o.value").alias("text"))
+    )
+    text = F.when(F.col("nemesis") & (F.col("text") != "null"), F.col("text"))
+    return (
+        ops.select("index", "time", "proc", (~F.col("is_client")).alias("nemesis"), "type", "f")
+        .join(F.broadcast(nemesis), "index", "left")
+        .select(*sidecar.OPS_SCHEMA.names[:-1], text.alias("value"))
+    )
+
+
+def _converted_msgs(h: LoadedHistory, ops: DataFrame) -> DataFrame:
+    """The sidecar's message rows: every message of a message op and every
+    marker op's row, each with its role, and the effects of `effects` ops."""
+    f, typ, mop = F.col("f"), F.col("type"), F.col("mop")
+    role = message_role(f, typ, mop)
+    marker = f.isin(*RESET_FS)
+    messages = (
+        h.message_rows(markers=RESET_FS)
+        .filter(~marker | role.isNotNull())  # a marker that counts for nothing keeps no row
+        .select(
+            "index",
+            "proc",
+            "f",
+            "type",
+            "mop",
+            F.coalesce(F.col("pos"), F.lit(0)).cast("long").alias("pos"),
+            "id",
+            F.when(~marker, F.lit(1)).cast("long").alias("n"),
+            "queue",
+            "partition",
+            "offset",
+            role.cast("byte").alias("role"),
+        )
+    )
+    effects = (
+        ops.filter(F.col("is_client") & ~F.col("bad") & (f == "effects"))
+        .select(
+            "index",
+            "proc",
+            "f",
+            "type",
+            F.posexplode(F.coalesce(F.col("value.effects"), F.array())).alias("pos", "e"),
+        )
+        .select(
+            "index",
+            "proc",
+            "f",
+            "type",
+            F.lit(None).cast("string").alias("mop"),
+            F.col("pos").cast("long").alias("pos"),
+            F.col("e.id").alias("id"),
+            F.col("e.count").alias("n"),
+            F.lit(None).cast("string").alias("queue"),
+            F.lit(None).cast("long").alias("partition"),
+            F.lit(None).cast("long").alias("offset"),
+            F.when(typ == "ok", F.lit(EFFECT)).cast("byte").alias("role"),
+        )
+    )
+    return messages.unionByName(effects)
+
+
+def _write(df: DataFrame, target: Path) -> None:
+    """Writes Parquet into `target` (a directory of part files), replacing
+    whatever was there (an unsealed sidecar of a crashed run: files)."""
+    tmp = target.with_name(f".{target.name}.converting")
+    shutil.rmtree(tmp, ignore_errors=True)
+    df.write.parquet(str(tmp))
+    if target.is_dir():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+    tmp.rename(target)
 
 
 def _loaded(

@@ -87,7 +87,7 @@ from harness.history.roles import (
 from harness.history.roles import DRAIN_READ as DRAIN
 
 from .base import UNKNOWN, CheckResult, Property
-from .columns import role_of
+from .columns import message_role
 from .exercise import (
     TXN_ABORTED_OR_UNKNOWN,
     HollowRule,
@@ -169,11 +169,7 @@ def rows(history: LoadedHistory) -> DataFrame:
     if "role" in msgs.columns:  # the sidecar's writer set it (harness/history/roles.py)
         role = c("role").cast("int")
     else:
-        role = (
-            F.when(f.isin(*RESET_FS), F.when(~typ.isin("invoke", "fail"), RESET))
-            .when((f == "txn") & (mop == "receive") & typ.isin("fail", "info"), UNCOMMITTED_READ)
-            .otherwise(role_of(f, typ, mop))
-        )
+        role = message_role(f, typ, mop)
     if history.facts.open_invokes:
         is_open = c("index").isin(history.facts.open_invokes)
         role = F.when((role == ATTEMPT) & is_open, OPEN_ATTEMPT).otherwise(role)

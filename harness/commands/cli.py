@@ -115,15 +115,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from harness.history import sidecar
+    """Makes a history columnar: what `check` does to a large history that
+    has no sealed sidecar (checkers/load.py `convert`)."""
+    from checkers.load import convert
+    from checkers.spark import spark_session
+    from harness.run.progress import CheckProgress, Progress
 
     hp = RunDir.find(args.path).history
     if not hp.is_file():
         raise FileNotFoundError(f"no history at {hp}")
-    files = sidecar.build(hp)
+    spark_opts = SparkOptions(**given(args, SparkOptions))
+    with CheckProgress(Progress(Console(stderr=True))) as progress:
+        progress.step("starting Spark")
+        spark = spark_session(
+            **spark_opts.spark(), conf=spark_opts.conf(), input_bytes=hp.stat().st_size
+        )
+        progress.step("reading, validating and writing the columnar form")
+        files = convert(spark, hp)
     if files is None:
-        # valid, but a queue named by a non-string: Spark reads the JSONL
-        _out().print(f"no sidecar: {hp} names a queue by something other than a string")
+        # valid, but a queue named by a non-string (Spark reads the JSONL), or
+        # a directory the tool may not write in
+        _out().print(
+            f"no sidecar: {hp} names a queue by something other than a string, "
+            "or its directory cannot be written in"
+        )
         return 0
     _out().print(f"sidecar: {files['ops']}, {files['msgs']}")
     return 0
@@ -328,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="build the columnar sidecar of a history (faster re-checks)")
     p.add_argument("path")
+    add_arguments(p, SparkOptions)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser(

@@ -108,7 +108,8 @@ def manifest(history: Path) -> dict[str, Any] | None:
         return None
     if doc.get("version") != VERSION or doc.get("jsonl_bytes") != history.stat().st_size:
         return None
-    return doc if p["ops"].is_file() and p["msgs"].is_file() else None
+    # files (the writer's) or directories of part files (a conversion's)
+    return doc if p["ops"].exists() and p["msgs"].exists() else None
 
 
 class NotColumnar(ValueError):

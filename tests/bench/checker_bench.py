@@ -22,6 +22,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -196,6 +197,33 @@ def ensure_history(size: int, root: Path, shape: str = "queue", with_sidecar: bo
     return path
 
 
+# What each checker is asked of a history (--checkers):
+KINDS = {
+    "spark": "Spark on the JSONL as it is (--no-sidecar)",
+    "spark-converted": "Spark on a history without a sidecar: made columnar first (conversion "
+    "included), as `queuecheck check` does above 64 MiB",
+    "spark-sidecar": "Spark on the columnar sidecar the harness writes as a run goes",
+    "inmemory": "the in-memory baseline: the same work in dicts and sorted lists",
+    "floor": "one orjson pass computing the delivery counts alone (no check, no offsets)",
+}
+FLOOR_COUNTS = ("attempted", "acknowledged", "delivered", "lost", "duplicated", "unexpected")
+
+
+def bare_copy(path: Path) -> Path:
+    """The history alone in a directory of its own (a hard link): no sidecar,
+    as a foreign history comes; a conversion's left there is removed first."""
+    bare = path.parent / "bare" / path.name
+    bare.parent.mkdir(exist_ok=True)
+    if not bare.exists():
+        os.link(path, bare)
+    for f in sidecar.paths(bare).values():
+        if f.is_dir():
+            shutil.rmtree(f)
+        else:
+            f.unlink(missing_ok=True)
+    return bare
+
+
 def run_one(kind: str, path: Path) -> dict:
     """Runs inside the measured child process."""
     if kind.startswith("spark"):
@@ -205,11 +233,18 @@ def run_one(kind: str, path: Path) -> dict:
         from checkers.spark import spark_session
 
         spark = spark_session(input_bytes=path.stat().st_size)
-        history = load_history(spark, path, use_sidecar=kind == "spark-sidecar")
+        if kind == "spark-converted":
+            history = load_history(spark, bare_copy(path), convert_above=0)
+        else:
+            history = load_history(spark, path, use_sidecar=kind == "spark-sidecar")
         delivery = DeliveryChecker().check(history, {})
         offsets = OffsetChecker().check(history, {})
         spark.stop()
         return {**delivery.counts, **offsets.counts}
+    if kind == "floor":
+        from tests.bench.orjson_floor import delivery_counts
+
+        return delivery_counts(path)
     from tests.bench.inmemory_offsets import check_path
 
     delivery, offsets = check_path(path)
@@ -232,7 +267,7 @@ def measure(kind: str, path: Path, baseline_memory: int) -> dict:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=cap if kind == "inmemory" else None,
+        preexec_fn=cap if kind in ("inmemory", "floor") else None,
     )
     peak = 0
     done = threading.Event()
@@ -265,12 +300,14 @@ def measure(kind: str, path: Path, baseline_memory: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.checker_bench", description=__doc__)
     ap.add_argument("--sizes", default="100k,1m,10m", help="message counts, e.g. 100k,1m,10m")
-    ap.add_argument("--shapes", default="queue,kafka", help="history shapes: queue, kafka")
+    ap.add_argument(
+        "--shapes", default="queue,kafka,hostile", help=f"history shapes: {', '.join(SHAPES)}"
+    )
     ap.add_argument("--dir", default=".state/bench", help="where generated histories are cached")
     ap.add_argument(
         "--checkers",
-        default="spark,spark-sidecar,inmemory",
-        help="spark (reads the JSONL), spark-sidecar (its columnar sidecar), inmemory",
+        default="spark,spark-converted,spark-sidecar,inmemory,floor",
+        help="; ".join(f"{k}: {what}" for k, what in KINDS.items()),
     )
     ap.add_argument(
         "--baseline-memory",
@@ -296,9 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         *(f"{k} peak" for k in kinds),
     ):
         table.add_column(col, justify="right")
-    speedups = [k for k in kinds if k != "inmemory"] if "inmemory" in kinds else []
+    speedups = [k for k in kinds if k not in ("inmemory", "floor")] if "inmemory" in kinds else []
     for k in speedups:
         table.add_column(f"inmemory / {k}", justify="right")
+    floors = [k for k in kinds if k.startswith("spark")] if "floor" in kinds else []
+    for k in floors:
+        table.add_column(f"{k} / floor", justify="right")
     status = 0
     units = {"m": 2**20, "g": 2**30}
     try:
@@ -318,11 +358,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"{shape:>5} {size:>12,} {k:>13}: {r['wall']:.1f} s, "
                 f"peak {r['peak'] / 2**30:.2f} GiB {r.get('error', '')}"
             )
-        # Every checker that finished must agree; any Spark failure fails the
-        # benchmark, the baseline's (out of memory at 100M) is recorded.
-        counts = [r["counts"] for r in runs.values() if "counts" in r]
-        spark_failed = [k for k, r in runs.items() if "error" in r and k != "inmemory"]
-        if spark_failed or not counts or any(c != counts[0] for c in counts):
+        # Every checker that finished must agree (the floor on what it counts);
+        # any Spark failure fails the benchmark, the baselines' (out of memory
+        # at 100M) are recorded.
+        counts = [r["counts"] for k, r in runs.items() if "counts" in r and k != "floor"]
+        spark_failed = [k for k, r in runs.items() if "error" in r and k.startswith("spark")]
+        floor = runs.get("floor", {}).get("counts")
+        floor_differs = (
+            floor is not None and counts and any(floor[k] != counts[0][k] for k in FLOOR_COUNTS)
+        )
+        if spark_failed or not counts or any(c != counts[0] for c in counts) or floor_differs:
             console.print(f"[red]checkers disagree or failed at {shape} {size}:[/] {runs}")
             status = 1
         elif "error" in runs.get("inmemory", {}):
@@ -338,6 +383,12 @@ def main(argv: list[str] | None = None) -> int:
                 if "error" not in runs["inmemory"]
                 else "-"
                 for k in speedups
+            ),
+            *(
+                f"{runs[k]['wall'] / runs['floor']['wall']:.2f}x"
+                if "error" not in runs["floor"] and "error" not in runs[k]
+                else "-"
+                for k in floors
             ),
         )
         planted = json.loads(path.with_suffix(".planted.json").read_text())

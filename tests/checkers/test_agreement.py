@@ -319,6 +319,6 @@ def test_sidecar_writer_takes_other_ops_whatever_their_value(tmp_path):
     written = {k: pq.read_table(files[k]).to_pylist() for k in ("ops", "msgs")}
     assert [op["f"] for op in written["ops"]] == ["send", "log"]
     assert [(m["index"], m["f"], m["id"]) for m in written["msgs"]] == [(0, "send", 1)]
-    sidecar.build(path)  # `queuecheck index`
+    sidecar.build(path)  # the writer's own build of it, read through read_history
     assert sidecar.usable(path) is not None
     assert {k: pq.read_table(files[k]).to_pylist() for k in ("ops", "msgs")} == written

@@ -305,7 +305,7 @@ def test_index_builds_a_sidecar_that_check_then_reads_with_the_same_verdict(spar
     from_sidecar = json.loads((run / "results.json").read_text())
     assert (from_jsonl["history"]["source"], from_sidecar["history"]["source"]) == (
         "jsonl",
-        "sidecar",
+        "converted",  # made columnar by Spark (checkers/load.py convert)
     )
     for key in ("valid", "properties", "counts", "anomalies"):
         assert from_sidecar[key] == from_jsonl[key]

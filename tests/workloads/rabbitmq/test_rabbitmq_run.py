@@ -344,7 +344,7 @@ def test_a_second_run_on_the_cluster_is_refused_and_the_first_is_unspoiled(state
     first, store = start_cli(
         state,
         tmp_path,
-        *("--time-limit", "25", "--nemesis", "partition", "--nemesis-interval", "8"),
+        *("--time-limit", "15", "--nemesis", "partition", "--nemesis-interval", "6"),
     )
     try:
         wait_for_op(store, "start-partition")  # its main phase, faults and all
