@@ -9,7 +9,10 @@ directory and user of this machine sees it; /run is emptied at a reboot,
 which ends every run), keyed by what the cluster is (the local cluster's
 driver and prefix, a cluster file's hosts); one lives on every node, where
 the tool keeps its files there, so a run from another control machine is
-seen too. Each is created exclusively (O_EXCL; `set -C` on a node).
+seen too. Each is written whole beside its place, then hard-linked into
+it: link() fails when the name exists, so exactly one of two runs started
+together gets it, and a lease is never seen half-written (an empty one,
+taken for a killed holder's, once let both runs in).
 
 A lease whose holder is provably gone (its pid no longer runs on this
 host as the same process, or its deadline has passed) is taken over, and
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import socket
 import time
@@ -76,7 +80,7 @@ class Holder:
         try:
             return cls(**json.loads(text))
         except (ValueError, TypeError):
-            return None  # a lease half-written by a holder killed meanwhile
+            return None  # not a lease (a hand-made or corrupted file)
 
     def gone(self) -> str | None:
         """Why the holder provably no longer runs, or None (it may)."""
@@ -115,17 +119,19 @@ class ControlLease:
 
     def try_take(self, me: Holder) -> Holder | None:
         """Takes the lease if nobody has it; else returns who has it."""
+        whole = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            whole.write_text(me.to_json())
+            os.link(whole, self.path)
         except FileExistsError:
             held = self.read()
-            # unreadable: a holder killed between create and write; it is gone
+            # unreadable: not a lease at all; it is treated as gone
             return held or Holder("?", 0, None, 0.0, 0.0, "?", "?")
         except OSError as e:
             raise LeaseError(f"cannot write the cluster's lease {self.path}: {e}") from None
-        with os.fdopen(fd, "w") as fh:
-            fh.write(me.to_json())
+        finally:
+            whole.unlink(missing_ok=True)
         return None
 
     def release(self, me: Holder) -> None:
@@ -152,7 +158,12 @@ class NodeLease:
     def try_take(self, me: Holder) -> Holder | None:
         p = shlex.quote(self.path)
         d = shlex.quote(str(Path(self.path).parent))
-        r = self._run(f"mkdir -p {d} && (set -C; printf %s {shlex.quote(me.to_json())} > {p})")
+        whole = shlex.quote(f"{self.path}.{secrets.token_hex(6)}")
+        # written whole, then linked into place: ln fails when the lease exists
+        r = self._run(
+            f"mkdir -p {d} && printf %s {shlex.quote(me.to_json())} > {whole} "
+            f"&& ln {whole} {p}; rc=$?; rm -f {whole}; exit $rc"
+        )
         if r.exit == 0:
             return None
         held = self.read()

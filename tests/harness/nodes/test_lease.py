@@ -208,3 +208,61 @@ def test_node_leases_are_taken_after_the_control_machines_and_released(tmp_path)
     assert ControlLease(name.key, tmp_path / "leases").read() == me
     lease.release()
     assert ControlLease(name.key, tmp_path / "leases").read() is None
+
+
+RACE = """
+import sys, time
+from pathlib import Path
+from harness.nodes.lease import ControlLease, Holder, LeaseError, NodeLease, take
+from tests.harness.nodes.test_lease import ShellNode
+kind, root, at = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+me = Holder.me(f"run-{sys.argv[4]}", "c", 60)
+to_json = Holder.to_json
+def slow_to_json(self):  # a writer slowed (a stalled disk, a busy machine): the window widened
+    time.sleep(0.3)
+    return to_json(self)
+Holder.to_json = slow_to_json
+node_lease = NodeLease(ShellNode(), str(root / "n1.lease"))
+lease = ControlLease("race", root) if kind == "control" else node_lease
+time.sleep(max(0.0, at - time.time()))  # all take at one instant
+try:
+    take(lease, me, "here", "--name")
+    print("took", flush=True)
+except LeaseError:
+    print("refused", flush=True)
+sys.stdin.readline()  # every holder lives until all have tried
+"""
+
+
+class ShellNode:
+    """A node that is this machine's shell: the node lease's own commands,
+    run for real."""
+
+    name = "n1"
+
+    def run(self, cmd: str, check: bool = False, timeout: float = 20):
+        from harness.nodes.remote import Result
+
+        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
+        return Result(self.name, cmd, p.returncode, p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("kind", ["control", "node"])
+def test_many_takers_at_one_instant_exactly_one_holds_the_lease(tmp_path, kind):
+    """A lease is never seen half-written: a taker that found an empty file
+    took it for a killed holder's and let two runs in (CI saw both run)."""
+    at = time.time() + 1.5
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, kind, str(tmp_path), str(at), str(i)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(12)
+    ]
+    said = [p.stdout.readline().strip() for p in procs]
+    for p in procs:
+        p.communicate("\n", timeout=30)
+    assert sorted(said) == ["refused"] * 11 + ["took"], said
+    assert not [f for f in tmp_path.iterdir() if f.name.startswith(".") or ".lease." in f.name]
