@@ -12,6 +12,7 @@ plus one line in CHECKERS.
 from __future__ import annotations
 
 from .base import Checker
+from .brokers import BrokerChecker
 from .delivery import DeliveryChecker
 from .exercise import ExerciseChecker, HollowRule
 from .offsets import OffsetChecker
@@ -21,6 +22,7 @@ CHECKERS: list[type[Checker]] = [
     DeliveryChecker,
     OffsetChecker,
     ShareChecker,
+    BrokerChecker,
     ExerciseChecker,
 ]
 

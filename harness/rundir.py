@@ -8,6 +8,8 @@ named here and nowhere else.
     results.json   the verdict (`queuecheck check`)
     report.html    the report, junit.xml one test case per property
     latency.json   `queuecheck compare`'s cache of the history's latencies
+    brokers/       what the brokers held after the drain: state.json, and per
+                   node the records of its replicas (the cross-check's input)
     harness.log    the harness's own log; nodes/<node>/ the brokers' logs
 
 `RunDir.find(path)` takes what a user names: a run directory (store/latest
@@ -34,6 +36,8 @@ JUNIT_FILE = "junit.xml"
 LATENCY_FILE = "latency.json"
 LOG_FILE = "harness.log"
 NODE_LOGS = "nodes"
+BROKERS = "brokers"
+BROKER_STATE = "state.json"
 
 SECRET_KEYS = re.compile(r"pass(word)?|secret|token|private|cookie", re.I)
 
@@ -111,6 +115,14 @@ class RunDir:
     @property
     def log(self) -> Path:
         return self.path / LOG_FILE
+
+    @property
+    def brokers(self) -> Path:
+        return self.path / BROKERS
+
+    @property
+    def broker_state(self) -> Path:
+        return self.brokers / BROKER_STATE
 
     def node_logs(self, node: str) -> Path:
         return self.path / NODE_LOGS / node

@@ -40,7 +40,7 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#22
 h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
 table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #ccc;padding:.35em .6em;
 vertical-align:top;text-align:left} th{background:#f3f3f3}
-.held{color:#2e7d32;font-weight:bold}.violated{color:#c62828;font-weight:bold}
+.held{color:#2e7d32;font-weight:bold}.violated{color:#c62828;font-weight:bold}.absent{color:#c62828}
 .unknown{color:#b26a00;font-weight:bold}.hollow{color:#b26a00;font-weight:bold}
 .verdict{font-size:1.4em;padding:.3em .8em;display:inline-block;border-radius:4px;color:#fff}
 .VALID{background:#2e7d32}.INVALID{background:#c62828}.UNKNOWN{background:#b26a00}
@@ -248,6 +248,74 @@ def _anomalies(doc: dict[str, Any]) -> tuple[str, set[int]]:
     return ("".join(parts) or "<p>No anomalies.</p>"), cited
 
 
+LOSS_PROOF = ("acked-missing-on-replicas", "lost-on-node", "history-broker-disagreement")
+
+
+def _brokers(run: RunDir, doc: dict[str, Any]) -> tuple[str, set[int]]:
+    """Where the brokers hold each lost id, replica by replica (the
+    cross-check's examples, checkers/brokers.py), and where each partition's
+    leader changed: the first acknowledgement written in each leader epoch."""
+    if not run.broker_state.is_file():
+        return "<p>Not read (an older run, or --no-cross-check).</p>", set()
+    state = json.loads(run.broker_state.read_text())
+    nodes = sorted(state.get("replicas") or state.get("queues") or {})
+    anomalies = doc.get("anomalies", {})
+    cited: set[int] = set()
+    parts = []
+    if state.get("scope"):
+        parts.append(f"<p>Read: {_e(state['scope'])}.</p>")
+    for part, why in sorted((state.get("unreadable") or {}).items()):
+        parts.append(f"<p class='unreadable'>{_e(part)}: not read ({_e(why)})</p>")
+    rows = []
+    for name in LOSS_PROOF:
+        for ex in anomalies.get(name, {}).get("examples", []):
+            idx = ex.get("indexes", [])
+            cited.update(idx)
+            on = ex.get("still-on") or ex.get("on") or ex.get("brokers-hold-it-at") or []
+            held = {h.split("@", 1)[0]: h.split("@", 1)[1] for h in on if "@" in h}
+            cells = "".join(
+                f"<td class='{'held' if n in held else 'absent'}'>"
+                f"{_e('at ' + held[n]) if n in held else 'absent'}</td>"
+                for n in nodes
+            )
+            there = ex.get("leader-holds-there", ex.get("leader-holds"))
+            links = ", ".join(f"<a href='#op-{i}'>{i}</a>" for i in idx)
+            rows.append(
+                f"<tr><td>{_e(name)}</td><td>{_e(ex.get('id'))}</td><td>{_e(ex.get('partition'))}"
+                f"</td><td>{_e(ex.get('acked-offset', ex.get('offset', '')))} ({links})</td>"
+                f"{cells}<td>{'' if there is None else _e(there)}</td></tr>"
+            )
+    if rows:
+        head = "".join(f"<th>{_e(n)}</th>" for n in nodes)
+        parts.append(
+            "<table id='replica-view'><tr><th>anomaly</th><th>id</th><th>partition</th>"
+            f"<th>acknowledged at (history)</th>{head}<th>the leader holds there now</th></tr>"
+            + "".join(rows)
+            + "</table>"
+        )
+    elif doc.get("properties", {}).get("broker-agrees", {}).get("valid") is True:
+        parts.append("<p>Every acknowledged message is on the in-sync replicas.</p>")
+    epochs = doc.get("history", {}).get("leader-epochs") or {}
+    changes = []
+    for key, seen in sorted(epochs.items()):
+        for epoch, first, *acked in seen:
+            idx = acked[0] if acked else None
+            if idx is not None:
+                cited.add(idx)
+            when = "none acknowledged" if idx is None else f"<a href='#op-{idx}'>{idx}</a>"
+            changes.append(
+                f"<tr><td>{_e(key)}</td><td>{_e(epoch)}</td><td>{_e(first)}</td><td>{when}</td></tr>"
+            )
+    if changes:
+        parts.append(
+            "<h3>Leader epochs</h3><table id='leader-epochs'><tr><th>partition</th><th>epoch</th>"
+            "<th>first offset</th><th>first acknowledged (history)</th></tr>"
+            + "".join(changes)
+            + "</table>"
+        )
+    return "".join(parts), cited
+
+
 def cited_lines(history: Path, indexes: set[int]) -> dict[int, str]:
     """The history lines the examples cite, read in one streaming pass."""
     want, out = sorted(indexes), {}
@@ -265,7 +333,8 @@ def cited_lines(history: Path, indexes: set[int]) -> dict[int, str]:
 
 def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> str:
     anomalies, cited = _anomalies(doc)
-    lines = cited_lines(run.history, cited)
+    brokers, on_brokers = _brokers(run, doc)
+    lines = cited_lines(run.history, cited | on_brokers)
     verdict = VERDICT.get(doc["valid"], str(doc["valid"]))
     name = test.get("name", run.path.parent.name)
     stats = run.read_stats()
@@ -307,6 +376,7 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
 <h2>Faults</h2>
 <table><tr><th>fault</th><th>start (s)</th><th>end (s)</th><th>what</th></tr>{faults}</table>
 <h2>Anomalies</h2>{anomalies}
+<h2 id="brokers">The brokers' own state</h2>{brokers}
 <h2>Cited history lines</h2>{ops or "<p>None.</p>"}
 """,
     )

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from harness.nodes.remote import Remote
 
 
@@ -93,6 +95,18 @@ class RollingUpgrade(Protocol):
 
     def finalized(self) -> dict[str, Any]:
         """The finalized feature levels, as the cluster reports them."""
+        ...
+
+
+@runtime_checkable
+class BrokerState(Protocol):
+    """Brokers whose own state can be read once a run is drained: what each
+    replica or node holds (the cross-check, checkers/brokers.py)."""
+
+    def read_state(self, into: Path) -> dict[str, Any]:
+        """Writes the state into `into` (its state.json and whatever files it
+        names) and returns state.json's document; a part that cannot be read
+        is named under "unreadable", never guessed."""
         ...
 
 

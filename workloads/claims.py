@@ -35,6 +35,19 @@ TABLE_SINK_CLAIMS = {
 }
 
 
+# Where at-least-once is claimed and every replica's (or node's) own view was
+# read after the drain, the brokers must agree with the history: an
+# acknowledged message is on the in-sync replicas, replicas do not diverge.
+# A cluster someone else runs shows only its admin views: judged and shown,
+# not claimed (what cannot be fully seen is not promised).
+BROKER_AGREES = "broker-agrees"
+CROSS_CHECK_SOURCE = (
+    "what the vendor's at-least-once rests on, seen from the brokers (each broker's own "
+    "replication documentation): an acknowledged write is on the in-sync replicas, replicas "
+    "agree below the high watermark, nothing is left open or in a queue after the drain"
+)
+
+
 def claims_for(
     rows: list[Row], config: Config, sink_claims: SinkClaims = TABLE_SINK_CLAIMS
 ) -> tuple[list[str], list[str]]:
@@ -45,6 +58,9 @@ def claims_for(
         if applies(config):
             claims += [p for p in props if p not in claims]
             notes.append(f"{', '.join(props)}: {source}" if props else source)
+    if "at-least-once" in claims and config.get("cross_check") == "full":
+        claims.append(BROKER_AGREES)
+        notes.append(f"{BROKER_AGREES}: {CROSS_CHECK_SOURCE}")
     sink = config.get("sink")
     if sink in sink_claims:
         props, source = sink_claims[sink]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.options import OptionError, add_group, default_of, flags_of, given_of
 
+from .capabilities import BrokerState, supports
 from .claims import TABLE_SINK_CLAIMS, Row, SinkClaims, claims_for
 from .client import Client
 from .db import DB
@@ -46,6 +47,7 @@ class RunContext:
     sink: str | None = None
     sink_db: str | None = None
     existing: Existing | None = None  # brokers someone else runs (the cluster file says)
+    cross_check: bool = True  # the brokers' own state read after the drain
 
 
 class System:
@@ -185,8 +187,16 @@ class System:
                 "existing cluster keeps its own settings, and the claims are read from them"
             )
 
+    def cross_check(self) -> str:
+        """How much of the brokers' own state the run reads after its drain
+        (workloads/capabilities.py BrokerState): "full" (every replica's or
+        node's own view), "admin API" (a cluster someone else runs), or "off"."""
+        if not self.ctx.cross_check or not supports(self.db, BrokerState):
+            return "off"
+        return "admin API" if self.ctx.existing else "full"
+
     def claims(self) -> tuple[list[str], list[str]]:
-        return self.claims_of(self.config())
+        return self.claims_of({**self.config(), "cross_check": self.cross_check()})
 
     # -- the run ----------------------------------------------------------
     def prepare(self) -> None:

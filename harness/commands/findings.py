@@ -7,7 +7,10 @@ where data is lost: a known-bad row must show its property violated, a
 known-good control must show it held (an undecided run proves neither).
 Each row runs `--runs` times; the table says, per row, what was expected,
 what each run observed, how many runs caught it, and the median time from
-the start to the first op that shows the violation.
+the start to the first op that shows the violation, and what the brokers'
+own state shows of a loss (the cross-check, checkers/brokers.py): a row
+that lost acknowledged data with no broker-side explanation is said so,
+and a control that claims `broker-agrees` must show it held too.
 
 Exit 0: every known-bad row was caught in at least 90% of its runs (every
 run, for fewer than ten) and no known-good run showed anything but held;
@@ -28,6 +31,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from checkers.brokers import ANOMALIES as BROKER_ANOMALIES
+from checkers.brokers import PROPERTY as BROKER_AGREES
 from checkers.options import SparkOptions
 from checkers.registry import property_rule
 from workloads.presets import Finding
@@ -63,9 +68,11 @@ def findings_named(names: list[str] | None) -> list[Finding]:
 
 
 def observe(finding: Finding, doc: dict[str, Any] | None) -> dict[str, str]:
-    """{property: held / violated / undecided / not judged} for the row's properties."""
+    """{property: held / violated / undecided / not judged} for the row's
+    properties, and broker-agrees wherever the run claimed it."""
     out = {}
-    for prop in finding.expect:
+    claimed = (doc or {}).get("properties", {}).get(BROKER_AGREES, {}).get("claimed")
+    for prop in [*finding.expect, *([BROKER_AGREES] if claimed else [])]:
         entry = (doc or {}).get("properties", {}).get(prop)
         if entry is None:
             out[prop] = "not judged"
@@ -83,7 +90,40 @@ def as_expected(finding: Finding, seen: dict[str, str]) -> bool:
     control is clean when all of its properties show held."""
     if finding.known_bad:
         return any(seen[p] == "violated" for p, held in finding.expect.items() if not held)
-    return all(seen[p] == "held" for p in finding.expect)
+    return all(v == "held" for v in seen.values())
+
+
+def broker_side(doc: dict[str, Any] | None) -> dict[str, Any]:
+    """What the brokers' own state shows of a run's loss: each broker-side
+    anomaly's count and first example, or, when acknowledged messages were
+    lost and the brokers show nothing, that no broker-side explanation was
+    found (a finding about the tool or the broker, never a pass)."""
+    doc = doc or {}
+    prop = doc.get("properties", {}).get(BROKER_AGREES)
+    if prop is None or prop.get("valid") == "unknown" and "not read" in prop.get("reason", ""):
+        return {"read": False}
+    anomalies = doc.get("anomalies", {})
+    proof = {
+        name: {"count": anomalies[name]["count"], "example": anomalies[name]["examples"][:1]}
+        for name in BROKER_ANOMALIES
+        if anomalies.get(name, {}).get("count")
+    }
+    lost = doc.get("counts", {}).get("lost", 0)
+    out: dict[str, Any] = {"read": True, "lost": lost, "proof": proof}
+    if lost and not proof:
+        out["unexplained"] = f"{lost} acknowledged messages lost, no broker-side explanation"
+    return out
+
+
+def broker_text(run: dict[str, Any]) -> str:
+    side = run.get("broker-side") or {}
+    if not side.get("read"):
+        return "-"
+    if side.get("unexplained"):
+        return side["unexplained"]
+    if not side["proof"]:
+        return "brokers agree"
+    return "\n".join(f"{k}={v['count']}" for k, v in side["proof"].items())
 
 
 def first_violation_s(run: Path, doc: dict[str, Any], props: list[str]) -> float | None:
@@ -137,6 +177,7 @@ def run_findings(opts: FindingsOptions, rows: list[Finding], console: Console) -
                 if res and violated:
                     one["first-violation-s"] = first_violation_s(Path(run), res, violated)
                 one["recovery"] = RunDir.at(run).read_stats().get("recovery")
+                one["broker-side"] = broker_side(res)
             except Interrupted as e:
                 one = {"run": str(e), "error": "interrupted"}
                 entry["runs"].append(one)
@@ -184,7 +225,8 @@ def expected_text(entry: dict[str, Any]) -> str:
 
 def print_findings(doc: dict[str, Any], console: Console) -> None:
     table = Table(title="queuecheck findings: known-bad caught, known-good clean", show_lines=True)
-    for col in ("row", "known", "expected", "observed", "caught / clean", "first violation"):
+    columns = ("row", "known", "expected", "observed", "caught / clean", "first violation")
+    for col in (*columns, "broker-side"):
         table.add_column(col)
     for e in doc["rows"]:
         observed = "\n".join(
@@ -202,6 +244,7 @@ def print_findings(doc: dict[str, Any], console: Console) -> None:
             escape(observed),
             f"[{style}]{score}[/]",
             "-" if median is None else f"{median:.1f} s (median)",
+            escape("\n".join(broker_text(r) for r in e["runs"])),
         )
     console.print(table)
     console.print(

@@ -76,6 +76,12 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
         "the tool starts (Debian's postgresql)",
         choices=DATABASES,
     )
+    cross_check: bool = option(
+        True,
+        "after the drain, read the brokers' own state (every replica's log, the queues each "
+        "node reports) and judge the history against it (broker-agrees); --no-cross-check "
+        "skips it, e.g. for a vendor's very large topics",
+    )
     # the system's own options (its option classes' fields, by name)
     system_options: dict[str, Any] = field(default_factory=dict)
     # judging

@@ -90,6 +90,7 @@ def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
         sink=opts.sink,
         sink_db=opts.sink_db,
         existing=opts.existing(),
+        cross_check=opts.cross_check,
     )
     try:
         return SYSTEMS[opts.system](ctx, opts.system_settings)
@@ -459,6 +460,7 @@ class Run:
             drained = drain(parts.history, clients, opts.op_timeout, opts.recovery_timeout)
             self.stats["drained"] = drained
             self.progress.phase(f"drained {drained} messages")
+            self._read_broker_state(system)
         # Unrecovered, what never reached the sink proves nothing: no final read of
         # it either, so exactly-once-effect is unknown rather than a false violation.
         if sink and recovery.recovered:
@@ -473,6 +475,24 @@ class Run:
                 )
                 return
             self.progress.phase(f"read the {sink.name} sink: {n} messages took effect")
+
+    def _read_broker_state(self, system: System) -> None:
+        """What the brokers themselves hold now, for the cross-check
+        (checkers/brokers.py): read once drained, before the teardown."""
+        scope = system.cross_check()
+        if scope == "off":
+            return
+        self.progress.phase(f"reading the brokers' own state ({scope})")
+        began = time.monotonic()
+        try:
+            doc = system.db.read_state(self.run_dir.brokers)
+        except Exception as e:  # noqa: BLE001 - no state: broker-agrees is unknown, not false
+            self.stats["broker-state-error"] = describe(e)
+            self.console.print(f"[bold red]could not read the brokers' state:[/] {escape(str(e))}")
+            return
+        self.stats["broker-state-seconds"] = round(time.monotonic() - began, 1)
+        if doc.get("unreadable"):
+            self.stats["broker-state-unreadable"] = sorted(doc["unreadable"])
 
     def _settle(self, interp: Interpreter, quiet: float = 3.0) -> None:
         """Until every acknowledged message was handed to a consumer and nothing

@@ -200,3 +200,54 @@ def test_plot_data_from_the_sidecar_is_the_jsonls(spark, tmp_path):
     assert sorted(from_sidecar.throughput) == sorted(from_jsonl.throughput)
     assert (from_sidecar.completions, from_sidecar.end) == (from_jsonl.completions, from_jsonl.end)
     assert from_jsonl.completions == 4
+
+
+def test_html_report_shows_each_replicas_hold_on_a_lost_id(spark, run_dir):
+    """The cross-check's proof, replica by replica: id 3, acknowledged at
+    offset 2 of t/0, absent from n1 and n2, still on n3; and the leader epochs
+    with the first acknowledgement written in each."""
+    run = RunDir.at(run_dir)
+    run.brokers.mkdir()
+    replicas = {
+        n: {"broker": b, "file": f"replicas/{n}.jsonl"}
+        for n, b in [("n1", 1), ("n2", 2), ("n3", 3)]
+    }
+    run.broker_state.write_text(
+        json.dumps({"replicas": replicas, "unreadable": {"kraft_quorum": "timed out"}})
+    )
+    doc = {
+        **DOC,
+        "anomalies": {
+            "acked-missing-on-replicas": {
+                "count": 1,
+                "examples": [
+                    {
+                        "id": 3,
+                        "indexes": [5],
+                        "partition": "t/0",
+                        "acked-offset": 2,
+                        "still-on": ["n3@2"],
+                        "leader-holds-there": 9,
+                    }
+                ],
+            }
+        },
+        "history": {"leader-epochs": {"t/0": [[0, 0, 1], [1, 2, 7]]}},
+    }
+    page = render(run, doc, {"name": "demo"}, plot_data(spark, run.history))
+    view = page[page.index("id='replica-view'") :]
+    view = view[: view.index("</table>")]
+    row = view[view.index("<td>acked-missing-on-replicas</td>") :]
+    assert re.findall(r"<td class='(\w+)'>", row) == ["absent", "absent", "held"]
+    assert "at 2" in row and "<td>9</td>" in row and "href='#op-5'" in row
+    assert "id='op-5'" in page and "id='op-7'" in page  # the cited lines are shown
+    assert "kraft_quorum: not read (timed out)" in page
+    epochs = page[page.index("id='leader-epochs'") :]
+    assert epochs.count("<tr>") == 3
+
+
+def test_html_report_without_the_brokers_state_says_so(spark, run_dir):
+    page = render(
+        RunDir.at(run_dir), DOC, {"name": "demo"}, plot_data(spark, run_dir / "history.jsonl")
+    )
+    assert "Not read (an older run, or --no-cross-check)" in page

@@ -27,7 +27,14 @@ from typing import Any
 from harness.nodes.remote import Remote, RemoteError
 from harness.options import AT_LEAST_ONE, DEFAULT_STATE, check_values, option
 
-from ..capabilities import Controller, Leaders, PowerLoss, ReplicationPort, RollingUpgrade
+from ..capabilities import (
+    BrokerState,
+    Controller,
+    Leaders,
+    PowerLoss,
+    ReplicationPort,
+    RollingUpgrade,
+)
 from ..db import DBError, PidfileProcess, copy_dirs, first_answer
 from ..install import digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
@@ -130,7 +137,7 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
-class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort):
+class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort, BrokerState):
     name = "kafka"
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
@@ -551,6 +558,13 @@ class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort
         if self.lazy:
             for node in self.nodes:
                 self.lazy.checkpoint(node, self.data(node))
+
+    def read_state(self, into: Path) -> dict[str, Any]:
+        """Every replica's log of the test's topics, read on its node, and the
+        partitions' metadata, transactions and quorum (state.py)."""
+        from .state import read_state
+
+        return read_state(self, self.test_topics, into, DIST_ROOT)
 
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's logs and config into the store; never raises."""

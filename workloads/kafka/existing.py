@@ -6,12 +6,14 @@ and its consumer group at the end."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote
 
-from ..capabilities import Leaders
+from ..capabilities import BrokerState, Leaders
 from ..db import first_answer
 from ..existing import CommandLifecycle
 from .admin import partition_leaders, unfenced_brokers
@@ -32,7 +34,7 @@ BROKER_OPTIONS = (
 )
 
 
-class ExistingKafka(CommandLifecycle, Leaders):
+class ExistingKafka(CommandLifecycle, Leaders, BrokerState):
     name = "kafka"
 
     def __init__(self, nodes: list[Remote], existing: Existing, opts: KafkaOptions):
@@ -55,6 +57,22 @@ class ExistingKafka(CommandLifecycle, Leaders):
             ).values()
         )
         return [n.name for n in self.nodes if self.existing.nodes[n.name].client in led]
+
+    def read_state(self, into: Path) -> dict[str, Any]:
+        """Only what the admin API says: the brokers' files are not the tool's
+        to read (no replica logs, no command-line tools on their nodes)."""
+        from .state import admin_state
+
+        into.mkdir(parents=True, exist_ok=True)
+        doc: dict[str, Any] = {
+            "system": "kafka",
+            "topics": self.test_topics,
+            "scope": "admin API only: a cluster someone else runs",
+            "unreadable": {},
+        }
+        admin_state(self.bootstrap(), self.test_topics, doc)
+        (into / "state.json").write_text(json.dumps(doc, indent=2) + "\n")
+        return doc
 
     def topic_replication(self) -> int:
         return min(self.opts.replication_factor, len(self.members or self.nodes))

@@ -22,7 +22,7 @@ from typing import Any
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import AT_LEAST_ONE, check_values, option
 
-from ..capabilities import RollingUpgrade
+from ..capabilities import BrokerState, RollingUpgrade
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import ensure_package
 from .leaders import QueueLeaders
@@ -68,7 +68,7 @@ def install_name(home: str | None) -> str:
     return home or "debian"
 
 
-class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade):
+class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState):
     name = "rabbitmq"
 
     def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):
@@ -123,6 +123,13 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade):
 
     def log_files(self, node: Remote) -> list[str]:
         return [f"{self.dir(node)}/log"]
+
+    def read_state(self, into: Path) -> dict[str, Any]:
+        """Every node's view of the test's queues, and their members' raft
+        indexes or committed offsets (state.py)."""
+        from .state import read_state
+
+        return read_state(self, self.test_queues, into)
 
     # -- lifecycle --------------------------------------------------------
     def setup(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pika
@@ -16,6 +17,7 @@ import pika
 from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote, RemoteError
 
+from ..capabilities import BrokerState
 from ..db import DBError
 from ..existing import CommandLifecycle
 from ..install import as_root
@@ -27,7 +29,7 @@ from .leaders import QueueLeaders
 BROKER_OPTIONS = ("partition_handling", "net_ticktime", "rabbitmq_home", "upgrade_home")
 
 
-class ExistingRabbitMQ(CommandLifecycle, QueueLeaders):
+class ExistingRabbitMQ(CommandLifecycle, QueueLeaders, BrokerState):
     name = "rabbitmq"
 
     def __init__(
@@ -52,6 +54,16 @@ class ExistingRabbitMQ(CommandLifecycle, QueueLeaders):
     def ctl(self, node: Remote, args: str, timeout: float = 30):
         cmd = f"{self.ctl_command(node)} {args}"
         return node.run(as_root(node, cmd), check=False, timeout=timeout)
+
+    def read_state(self, into: Path) -> dict[str, Any]:
+        """Only each node's view of the test's queue, through its cluster
+        file's `ctl`: the nodes' other tools are not the tool's to run."""
+        from .state import read_state
+
+        doc = read_state(self, self.test_queues, into, members_too=False)
+        doc["scope"] = "the cluster file's ctl only: a cluster someone else runs"
+        (into / "state.json").write_text(json.dumps(doc, indent=2) + "\n")
+        return doc
 
     def setup(self) -> None:
         """Nothing is configured or started: the cluster must already serve.

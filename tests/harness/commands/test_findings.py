@@ -6,6 +6,7 @@ import json
 from harness.commands.findings import (
     FINDINGS,
     as_expected,
+    broker_side,
     exit_code,
     first_violation_s,
     observe,
@@ -41,6 +42,33 @@ def test_a_control_is_clean_only_when_it_held():
     assert as_expected(GOOD, observe(GOOD, result(True)))
     assert not as_expected(GOOD, observe(GOOD, result(False)))
     assert not as_expected(GOOD, observe(GOOD, result("unknown")))
+
+
+def with_brokers(doc, valid, lost=0, **anomalies):
+    doc["properties"]["broker-agrees"] = {"valid": valid, "claimed": True}
+    doc["counts"] = {"lost": lost, **anomalies}
+    for name, n in anomalies.items():
+        doc["anomalies"][name] = {"count": n, "examples": [{"id": 7, "still-on": "nowhere"}]}
+    return doc
+
+
+def test_a_control_that_claims_broker_agrees_must_show_it_held():
+    assert as_expected(GOOD, observe(GOOD, with_brokers(result(True), True)))
+    disagrees = with_brokers(result(True), False, **{"replica-divergence": 1})
+    assert observe(GOOD, disagrees)["broker-agrees"] == "violated"
+    assert not as_expected(GOOD, disagrees)
+
+
+def test_a_loss_shows_its_broker_side_proof_or_says_it_has_none():
+    proven = broker_side(with_brokers(result(False), False, 3, **{"acked-missing-on-replicas": 3}))
+    assert proven["proof"]["acked-missing-on-replicas"]["count"] == 3
+    assert proven["proof"]["acked-missing-on-replicas"]["example"][0]["still-on"] == "nowhere"
+    assert "unexplained" not in proven
+    bare = broker_side(with_brokers(result(False), True, lost=52))
+    assert bare["unexplained"] == "52 acknowledged messages lost, no broker-side explanation"
+    unread = result(False)
+    unread["properties"]["broker-agrees"] = {"valid": "unknown", "reason": "state was not read"}
+    assert broker_side(unread) == {"read": False}
 
 
 def entry(known, met):

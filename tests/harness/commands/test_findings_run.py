@@ -51,6 +51,30 @@ def test_known_bad_rows_are_caught_with_the_faults_said_in_the_history(tmp_path_
             assert run["first-violation-s"] is not None and run["first-violation-s"] > 0
     assert r.returncode == 0
     assert "every known-bad row caught, every control clean" in r.stdout
+    # each loss with the brokers' own proof: the acknowledged ids on no
+    # in-sync replica's log (truncated from a deposed leader, or lost by all)
+    for name in ("kafka-acks1-leader-isolated", "kafka-acks-all-power-loss"):
+        (run,) = rows[name]["runs"]
+        side = run["broker-side"]
+        assert side["read"] and side["lost"] > 0 and "unexplained" not in side, (name, side)
+        assert side["proof"]["acked-missing-on-replicas"]["count"] > 0, (name, side)
+    # report.html, as a browser shows it: for a lost id, each replica's hold
+    # on it, and where the partitions' leaders changed
+    isolated = Path(rows["kafka-acks1-leader-isolated"]["runs"][0]["run"])
+    results = json.loads((isolated / "results.json").read_text())
+    lost_id = results["anomalies"]["acked-missing-on-replicas"]["examples"][0]["id"]
+    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
+    dom = subprocess.run(
+        [*chromium, (isolated / "report.html").resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    view = dom[dom.index('id="replica-view"') :]
+    view = view[: view.index("</table>")]
+    assert f"<td>{lost_id}</td>" in view and "absent" in view
+    epochs = dom[dom.index('id="leader-epochs"') :]
+    assert epochs.count("<tr>") > 1 + 3  # a leader changed in some partition
     # the faults were aimed, and said so in the history
     run = Path(rows["kafka-acks1-leader-isolated"]["runs"][0]["run"])
     test = json.loads((run / "test.json").read_text())  # acks=1 claims no at-least-once

@@ -213,7 +213,16 @@ def test_an_existing_cluster_is_faulted_through_its_own_commands_and_left_as_it_
     assert test["config"]["min_insync_replicas"] == 2
     assert test["config"]["replication_factor"] == 3
     assert test["config"]["unclean_leader_election"] is False
-    assert test["claims"] == ["at-least-once", "per-partition-order"]
+    assert test["claims"] == ["at-least-once", "per-partition-order"]  # admin views: not claimed
+    # its state through the admin API alone: no replica's files were read
+    state = json.loads((run_dir / "brokers" / "state.json").read_text())
+    assert state["scope"].startswith("admin API only") and "replicas" not in state
+    assert set(state["high_watermarks"]) == {f"{topic}/{p}" for p in range(3)}
+    assert doc["properties"]["broker-agrees"] == {
+        "valid": True,
+        "claimed": False,
+        "exercised": True,
+    }
     assert test["config"]["existing"]["nodes"]["e1"]["client"] == f"{hosts[0]}:9092"
     assert doc["counts"]["acknowledged"] > 200
     assert doc["counts"]["lost"] == 0

@@ -67,7 +67,7 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
         == {"kafka-python": "kafka-acks-all", "confluent": "kafka-acks-all-confluent"}[client]
     )
     assert test["config"]["client"] == client
-    assert test["claims"] == ["at-least-once", "per-partition-order"]
+    assert test["claims"] == ["at-least-once", "per-partition-order", "broker-agrees"]
     oks = completions(ops, "send", "ok")
     assert oks and all(
         isinstance(m["partition"], int) and isinstance(m["offset"], int)
@@ -80,8 +80,17 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     assert counts["lost"] == 0
     assert doc["history"]["final-read-complete"] is True
     assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
+    # the brokers agree: every replica's log was read on its node, and every
+    # acknowledged message is on the in-sync replicas where the client was told
+    state = json.loads((run_dir / "brokers" / "state.json").read_text())
+    assert sorted(state["replicas"]) == ["n1", "n2", "n3"] and not state["unreadable"]
+    held = sum(1 for _ in open(run_dir / "brokers" / "replicas" / "n1.jsonl"))
+    assert held > counts["acknowledged"] // 3  # n1 replicates partitions (all, at rf 3)
+    assert doc["properties"]["broker-agrees"]["valid"] is True
+    assert doc["counts"]["acked-missing-on-replicas"] == doc["counts"]["replica-divergence"] == 0
     stats = json.loads((run_dir / "stats.json").read_text())
     assert stats["acknowledged-per-second"] > 0
+    print(f"brokers' state read in {stats['broker-state-seconds']} s")
     print(f"\nacks=all, {client}: {stats['acknowledged-per-second']} acked msgs/s; {counts}")
     print("properties:", json.dumps(doc["properties"]))
 
@@ -114,6 +123,7 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(st
         "share-at-least-once",
         "share-delivery-limit",
         "share-redelivery",
+        "broker-agrees",
     ]  # no order across a share group's consumers
     # deliveries carry the broker's count; every kind of acknowledgement was made
     counts_seen = {

@@ -163,7 +163,16 @@ def test_an_existing_rabbitmq_is_faulted_through_its_commands_and_left_as_it_was
     assert (config["partition_handling"], config["net_ticktime"]) == ("autoheal", 7)
     assert config["settings"] == "read from the brokers"
     assert PASSWORD not in (run_dir / "test.json").read_text()
-    assert test["claims"] == ["at-least-once"]
+    assert test["claims"] == ["at-least-once"]  # broker-agrees: judged, not claimed
+    # each node's view of the queue through the cluster file's ctl alone
+    state = json.loads((run_dir / "brokers" / "state.json").read_text())
+    assert state["scope"].startswith("the cluster file's ctl") and "quorum" not in state
+    assert sorted(state["queues"]) == ["r1", "r2", "r3"]
+    # judged from those views, not claimed (a message left in the queue after
+    # the drain was seen once here: the issue 30 note keeps that run)
+    agrees = results["properties"]["broker-agrees"]
+    assert agrees["claimed"] is False and agrees["valid"] in (True, False)
+    print("broker-side:", results["properties"]["broker-agrees"])
     assert results["counts"]["acknowledged"] > 200
     assert results["counts"]["lost"] == 0
     assert results["valid"] is True

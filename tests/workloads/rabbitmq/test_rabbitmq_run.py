@@ -76,7 +76,7 @@ def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pau
     assert {"start-partition", "start-kill", "start-pause"} <= fault_kinds(ops)
     assert {"stop-partition", "stop-kill", "stop-pause"} <= fault_kinds(ops)
     test = json.loads((run_dir / "test.json").read_text())
-    assert test["claims"] == ["at-least-once"]
+    assert test["claims"] == ["at-least-once", "broker-agrees"]
     assert "queuecheck" not in json.dumps(test["config"]["db"]["password"])  # no secrets
     counts = doc["counts"]
     assert counts["acknowledged"] > 1000
@@ -84,6 +84,11 @@ def test_quorum_queue_with_confirms_loses_nothing_under_partitions_kills_and_pau
     assert doc["history"]["final-read-complete"] is True
     assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
     assert doc["valid"] is True
+    # every node's view: the queue empty after the drain, its members agreeing
+    state = json.loads((run_dir / "brokers" / "state.json").read_text())
+    assert sorted(state["queues"]) == ["n1", "n2", "n3"] and not state["unreadable"]
+    assert len(state["quorum"][test["config"]["queue"]]) == 3
+    assert doc["properties"]["broker-agrees"]["valid"] is True
     assert (run_dir / "nodes" / "n1").is_dir() and any((run_dir / "nodes" / "n1").iterdir())
     assert json.loads((run_dir / "stats.json").read_text())["acknowledged-per-second"] > 0
 
@@ -117,7 +122,7 @@ def test_a_stream_under_partitions_kills_and_producer_crashes_stores_each_messag
     assert any(op["f"] == "crash" for op in ops)
     test = json.loads((run_dir / "test.json").read_text())
     assert test["name"] == "rabbitmq-stream"
-    assert test["claims"] == ["at-least-once", "per-partition-order"]
+    assert test["claims"] == ["at-least-once", "per-partition-order", "broker-agrees"]
     assert test["config"]["stream_dedupe"] is True
     reads = [
         m for op in ops if op["f"] == "receive" and op["type"] == "ok" for m in op["value"]["msgs"]

@@ -1,0 +1,383 @@
+"""The cross-check: the history against what the brokers themselves hold
+after the drain (the run directory's brokers/: harness/history/README.md),
+so that a loss is shown where it happened, not only that it happened.
+
+    replica-divergence       one offset below the high watermark holding
+                             different records on two replicas
+    acked-missing-on-replicas an acknowledged message on no in-sync
+                             replica's log: the brokers' own proof of a loss,
+                             with where it still sits (a replica out of the
+                             in-sync set) or that it is nowhere (truncated)
+    lost-on-node             an acknowledged message one replica holds below
+                             the high watermark and an in-sync one does not
+    history-broker-disagreement  the history says a send was acknowledged at
+                             offset O, and the leader's log holds another
+                             message at O (misrouting, corruption)
+    hanging-transaction      a transaction the brokers still hold open
+    stuck-lso                a partition whose last stable offset stays
+                             below its high watermark after the run
+    queue-not-empty-after-drain  a queue a node still reports messages in
+                             after a complete drain (rabbitmq/jepsen's check)
+    quorum-members-disagree  a quorum queue's members whose applied indexes
+                             differ after recovery
+
+`broker-agrees` holds when none is found, and is unknown when the state
+was not read (an old run, --no-cross-check) or a part that would decide it
+could not be: never a guess. Replica logs are rows (one per record per
+replica), judged in Spark; the small tables (metadata, queues) on the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from harness.history.roles import ACK
+from harness.rundir import RunDir
+
+from .base import UNKNOWN, CheckResult, Property
+from .exercise import HollowRule, fault_seen, no_fault
+from .load import LoadedHistory
+
+PROPERTY = "broker-agrees"
+EXAMPLES = 5
+
+ANOMALIES = {
+    "replica-divergence": "one offset below the high watermark holds different records on "
+    "two replicas",
+    "acked-missing-on-replicas": "acknowledged, on no in-sync replica's log",
+    "lost-on-node": "acknowledged, held below the high watermark by one replica and not by an "
+    "in-sync one",
+    "history-broker-disagreement": "acknowledged at an offset where the leader's log holds "
+    "another message",
+    "hanging-transaction": "a transaction the brokers still hold open after the run",
+    "stuck-lso": "a last stable offset below the high watermark after the run",
+    "queue-not-empty-after-drain": "a queue a node still reports messages in after the drain",
+    "quorum-members-disagree": "a quorum queue's members applied different indexes",
+}
+
+REPLICA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.LongType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("epoch", T.LongType()),
+        T.StructField("control", T.StringType()),
+        T.StructField("id", T.LongType()),
+    ]
+)
+
+c = F.col
+
+
+def read_state(history: LoadedHistory) -> dict[str, Any] | None:
+    """The run's brokers/state.json, or None when the state was not read."""
+    run = RunDir.find(history.path)
+    if not run.broker_state.is_file():
+        return None
+    return json.loads(run.broker_state.read_text())
+
+
+class BrokerChecker:
+    name = "brokers"
+    properties = (PROPERTY,)
+    rules = {PROPERTY: tuple(ANOMALIES)}
+    anomalies = ANOMALIES
+    hollow: dict[str, HollowRule] = {
+        PROPERTY: (fault_seen, no_fault("could make a replica lose or diverge")),
+    }
+
+    def check(self, history: LoadedHistory, test: dict[str, Any]) -> CheckResult:
+        state = read_state(history)
+        if state is None:
+            why = "the brokers' state was not read (an older run, or --no-cross-check)"
+            return CheckResult(properties={PROPERTY: Property(UNKNOWN, why)})
+        found: dict[str, list[dict]] = {k: [] for k in ANOMALIES}
+        counts: dict[str, int] = dict.fromkeys(ANOMALIES, 0)
+        info: dict[str, Any] = {}
+        unreadable = dict(state.get("unreadable") or {})
+        if "metadata" in state or "replicas" in state:  # partitioned, replicated logs
+            log_checks(history, state, counts, found, info)
+        queue_checks(state, counts, found)
+        anomalies = {
+            k: {"count": counts[k], "examples": found[k][:EXAMPLES]} for k in ANOMALIES if counts[k]
+        }
+        for examples in anomalies.values():
+            for ex in examples["examples"]:
+                ex.setdefault("indexes", [])
+        broken = [f"{k}={n}" for k, n in counts.items() if n]
+        if broken:
+            prop = Property(False, ", ".join(broken))
+        elif unreadable:
+            why = "; ".join(f"{k}: {v}" for k, v in sorted(unreadable.items()))[:600]
+            prop = Property(UNKNOWN, f"part of the brokers' state could not be read: {why}")
+        else:
+            prop = Property(True)
+        if unreadable:
+            info["broker-state-unreadable"] = sorted(unreadable)
+        return CheckResult(
+            properties={PROPERTY: prop}, counts=counts, anomalies=anomalies, info=info
+        )
+
+
+def replicas(history: LoadedHistory, state: dict[str, Any]) -> DataFrame | None:
+    """Every replica's records: (node, broker, topic, partition, offset,
+    epoch, control, id), read from brokers/replicas/<node>.jsonl."""
+    run = RunDir.find(history.path)
+    frames = []
+    for node, r in sorted((state.get("replicas") or {}).items()):
+        path = run.brokers / r["file"]
+        df = history.spark.read.schema(REPLICA).json(str(path)).filter(c("topic").isNotNull())
+        who = (F.lit(node).alias("node"), F.lit(r["broker"]).cast("long").alias("broker"))
+        frames.append(df.select(*who, "*"))
+    if not frames:
+        return None
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def _partition_table(history: LoadedHistory, state: dict[str, Any]) -> DataFrame:
+    """(topic, partition, hw, leader, isr) per partition, from state.json."""
+    hws = state.get("high_watermarks") or {}
+    meta = state.get("metadata") or {}
+    rows = []
+    for key in sorted(set(hws) | set(meta)):
+        topic, _, p = key.rpartition("/")
+        m = meta.get(key, {})
+        rows.append((topic, int(p), hws.get(key), m.get("leader"), m.get("isr") or []))
+    schema = "topic string, partition long, hw long, leader long, isr array<long>"
+    return history.spark.createDataFrame(rows, schema)
+
+
+def log_checks(
+    history: LoadedHistory,
+    state: dict[str, Any],
+    counts: dict[str, int],
+    found: dict[str, list[dict]],
+    info: dict[str, Any],
+) -> None:
+    brokers = state.get("brokers") or {}
+    # Partitions and their replicas: what the driver needs is small.
+    hws = state.get("high_watermarks") or {}
+    lsos = state.get("last_stable_offsets") or {}
+    for key, hw in sorted(hws.items()):
+        lso = lsos.get(key)
+        if lso is not None and lso < hw:
+            counts["stuck-lso"] += 1
+            found["stuck-lso"].append({"partition": key, "lso": lso, "high-watermark": hw})
+    for h in state.get("hanging") or []:
+        counts["hanging-transaction"] += 1
+        found["hanging-transaction"].append(h)
+    logs = replicas(history, state)
+    if logs is None:
+        return
+    parts = F.broadcast(_partition_table(history, state))
+    read_nodes = sorted(state.get("replicas") or {})
+    # every broker id whose log was read; an in-sync replica not among them
+    # cannot prove an absence
+    read_brokers = sorted(int(brokers[n]) for n in read_nodes if n in brokers)
+    records = logs.join(parts, ["topic", "partition"])
+    in_sync = F.array_contains(c("isr"), c("broker"))
+    # replica-divergence: one offset below the high watermark, two contents on
+    # in-sync replicas (one out of the set may still hold a deposed leader's
+    # tail it has not yet truncated)
+    marker = F.concat(F.lit("marker:"), c("control"))
+    content = F.coalesce(c("id").cast("string"), marker, F.lit("?"))
+    diverged = (
+        records.filter((c("offset") < c("hw")) & in_sync)
+        .groupBy("topic", "partition", "offset")
+        .agg(
+            F.countDistinct(content).alias("n"),
+            F.sort_array(F.collect_list(F.struct("node", content.alias("holds")))).alias("by"),
+        )
+        .filter(c("n") > 1)
+    )
+    n, ex = _count_and_first(diverged, ["topic", "partition", "offset"])
+    counts["replica-divergence"] = n
+    found["replica-divergence"] = [
+        {
+            "partition": f"{r['topic']}/{r['partition']}",
+            "offset": r["offset"],
+            "replicas": {b["node"]: b["holds"] for b in r["by"]},
+        }
+        for r in ex
+    ]
+    # Acknowledged sends (ok sends, send mops of ok txns) against the logs.
+    from .offsets import rows as history_rows
+
+    acked = (
+        history_rows(history)
+        .filter((c("role") == ACK) & c("partition").isNotNull() & c("offset").isNotNull())
+        .select(
+            c("queue").alias("topic"),
+            "partition",
+            "id",
+            c("offset").alias("acked_at"),
+            c("index").alias("ack_idx"),
+        )
+    )
+    # who holds each id of a topic, in any of its partitions
+    holder = F.struct(
+        "node", "broker", c("partition").alias("p"), "offset", in_sync.alias("in_sync"), "hw"
+    )
+    held = (
+        records.filter(c("id").isNotNull())
+        .groupBy("topic", "id")
+        .agg(F.collect_list(holder).alias("holders"))
+    )
+    leader_log = records.filter(c("broker") == c("leader")).select(
+        "topic", "partition", c("offset").alias("acked_at"), c("id").alias("there")
+    )
+    isr = parts.select("topic", "partition", "isr", c("hw").alias("part_hw"))
+    where = (
+        acked.join(held, ["topic", "id"], "left")
+        .join(isr, ["topic", "partition"])
+        .join(leader_log, ["topic", "partition", "acked_at"], "left")
+        .withColumn("holders", F.coalesce(c("holders"), F.array()))
+    )
+    here = F.filter("holders", lambda h: h["p"] == c("partition"))
+    at_ack = F.filter(here, lambda h: h["offset"] == c("acked_at"))
+    anywhere_in_sync = F.filter("holders", lambda h: h["in_sync"])
+    read = F.array(*[F.lit(b) for b in read_brokers] or [F.lit(-1)]).cast("array<long>")
+    isr_read = F.array_intersect(c("isr"), read)
+    # acked-missing-on-replicas: no in-sync replica of the topic holds it
+    # (every in-sync replica of its partition read: else nothing is proven)
+    missing = where.filter((F.size(anywhere_in_sync) == 0) & (F.size(isr_read) == F.size(c("isr"))))
+    n, ex = _count_and_first(missing, ["ack_idx"])
+    counts["acked-missing-on-replicas"] = n
+    found["acked-missing-on-replicas"] = [
+        {
+            "id": r["id"],
+            "indexes": [r["ack_idx"]],
+            "partition": f"{r['topic']}/{r['partition']}",
+            "acked-offset": r["acked_at"],
+            "still-on": sorted(_at(h, r["partition"]) for h in r["holders"]) or "nowhere",
+            "leader-holds-there": r["there"],
+        }
+        for r in ex
+    ]
+    # history-broker-disagreement: held by the brokers, but not where the
+    # history says it was acknowledged, and the leader holds another there
+    disagree = where.filter(
+        (F.size(anywhere_in_sync) > 0)
+        & (F.size(at_ack) == 0)
+        & c("there").isNotNull()
+        & (c("there") != c("id"))
+    )
+    n, ex = _count_and_first(disagree, ["ack_idx"])
+    counts["history-broker-disagreement"] = n
+    found["history-broker-disagreement"] = [
+        {
+            "id": r["id"],
+            "indexes": [r["ack_idx"]],
+            "partition": f"{r['topic']}/{r['partition']}",
+            "offset": r["acked_at"],
+            "leader-holds": r["there"],
+            "brokers-hold-it-at": sorted({_at(h, r["partition"]) for h in r["holders"]}),
+        }
+        for r in ex
+    ]
+    # lost-on-node: held below the high watermark by one replica of its
+    # partition, not by an in-sync one that was read
+    below = F.filter(here, lambda h: h["offset"] < c("part_hw"))
+    lacking = F.array_except(isr_read, F.transform(here, lambda h: h["broker"]))
+    lost = where.filter((F.size(below) > 0) & (F.size(lacking) > 0))
+    n, ex = _count_and_first(lost, ["ack_idx"])
+    counts["lost-on-node"] = n
+    names = {int(b): node for node, b in brokers.items()}
+    found["lost-on-node"] = [
+        {
+            "id": r["id"],
+            "indexes": [r["ack_idx"]],
+            "partition": f"{r['topic']}/{r['partition']}",
+            "on": sorted(_at(h, r["partition"]) for h in r["holders"] if h["p"] == r["partition"]),
+            "not-on": sorted(
+                names.get(b, str(b))
+                for b in set(r["isr"]) & set(read_brokers)
+                if b not in {h["broker"] for h in r["holders"] if h["p"] == r["partition"]}
+            ),
+        }
+        for r in ex
+    ]
+    info["leader-epochs"] = leader_epochs(records, acked)
+
+
+def _at(h: Any, partition: int) -> str:
+    """Where a replica holds a record: n3@812, or n3@p2:812 in another partition."""
+    return (
+        f"{h['node']}@{h['offset']}"
+        if h["p"] == partition
+        else f"{h['node']}@p{h['p']}:{h['offset']}"
+    )
+
+
+def leader_epochs(records: DataFrame, acked: DataFrame) -> dict[str, list[list]]:
+    """{"topic/partition": [[epoch, first offset, history index], ...]} as the
+    replicas' logs say (each batch carries its leader's epoch): where the
+    leader changed, and the first acknowledgement of an offset written in
+    that epoch (its time is that op's; None when none was acknowledged)."""
+    from pyspark.sql.window import Window
+
+    epochs = (
+        records.groupBy("topic", "partition", "epoch")
+        .agg(F.min("offset").alias("first"))
+        .withColumn(
+            "next",
+            F.lead("first").over(Window.partitionBy("topic", "partition").orderBy("epoch")),
+        )
+    )
+    e, a = epochs.alias("e"), acked.alias("a")
+    at = F.col("a.acked_at")
+    on = (
+        (F.col("e.topic") == F.col("a.topic"))
+        & (F.col("e.partition") == F.col("a.partition"))
+        & (at >= F.col("e.first"))
+        & (F.col("e.next").isNull() | (at < F.col("e.next")))
+    )
+    got = (
+        F.broadcast(e)
+        .join(a, on, "left")
+        .groupBy("e.topic", "e.partition", "e.epoch", "e.first")
+        .agg(F.min("a.ack_idx").alias("idx"))
+        .orderBy("topic", "partition", "epoch")
+        .collect()
+    )
+    out: dict[str, list[list]] = {}
+    for r in got:
+        key = f"{r['topic']}/{r['partition']}"
+        out.setdefault(key, []).append([r["epoch"], r["first"], r["idx"]])
+    return out
+
+
+def _count_and_first(df: DataFrame, order: list[str]) -> tuple[int, list]:
+    """How many rows, and the first EXAMPLES of them by `order`."""
+    df = df.persist()
+    try:
+        n = df.count()
+        return n, df.orderBy(*order).limit(EXAMPLES).collect() if n else []
+    finally:
+        df.unpersist()
+
+
+def queue_checks(state: dict[str, Any], counts: dict[str, int], found: dict[str, list]) -> None:
+    """RabbitMQ's queues as each node reports them, and quorum members."""
+    for node, queues in sorted((state.get("queues") or {}).items()):
+        for q in queues:
+            if q.get("messages") and q.get("type") != "stream":  # a stream keeps its log
+                counts["queue-not-empty-after-drain"] += 1
+                found["queue-not-empty-after-drain"].append({"node": node, **q})
+    for queue, members in sorted((state.get("quorum") or {}).items()):
+        # the applied index where the version reports it, else the commit index
+        applied = {
+            m: v["last_applied"] if v.get("last_applied") is not None else v.get("commit_index")
+            for m, v in members.items()
+        }
+        if len({v for v in applied.values() if v is not None}) > 1:
+            counts["quorum-members-disagree"] += 1
+            found["quorum-members-disagree"].append({"queue": queue, "applied": applied})
