@@ -6,12 +6,12 @@ and its consumer group at the end."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote
+from harness.rundir import BROKER_STATE, write_json
 
 from ..capabilities import BrokerState, Leaders
 from ..db import first_answer
@@ -71,7 +71,7 @@ class ExistingKafka(CommandLifecycle, Leaders, BrokerState):
             "unreadable": {},
         }
         admin_state(self.bootstrap(), self.test_topics, doc)
-        (into / "state.json").write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(into / BROKER_STATE, doc)
         return doc
 
     def topic_replication(self) -> int:

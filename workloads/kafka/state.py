@@ -18,7 +18,6 @@ only what its admin API says: its files are not the tool's to read.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaConsumer, TopicPartition
+
+from harness.rundir import BROKER_STATE, write_json
 
 from ..install import digest, ensure_package, manifest, push_dir
 from .admin import Admin
@@ -208,7 +209,7 @@ def read_state(db: Any, topics: list[str], into: Path, root: str) -> dict:
             except Exception as e:  # noqa: BLE001
                 doc["unreadable"][f"hanging/{name}"] = f"{type(e).__name__}: {e}"[:400]
     doc["brokers"] = ids
-    (into / "state.json").write_text(json.dumps(doc, indent=2) + "\n")
+    write_json(into / BROKER_STATE, doc)
     return doc
 
 

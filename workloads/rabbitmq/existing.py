@@ -16,6 +16,7 @@ import pika
 
 from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote, RemoteError
+from harness.rundir import BROKER_STATE, write_json
 
 from ..capabilities import BrokerState
 from ..db import DBError
@@ -62,7 +63,7 @@ class ExistingRabbitMQ(CommandLifecycle, QueueLeaders, BrokerState):
 
         doc = read_state(self, self.test_queues, into, members_too=False)
         doc["scope"] = "the cluster file's ctl only: a cluster someone else runs"
-        (into / "state.json").write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(into / BROKER_STATE, doc)
         return doc
 
     def setup(self) -> None:

@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.rundir import BROKER_STATE, write_json
+
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
 
@@ -141,5 +143,5 @@ def read_state(db: Any, queues: list[str], into: Path, members_too: bool = True)
             if len(applied) <= 1 or time.monotonic() > deadline:
                 break
             time.sleep(1.0)
-    (into / "state.json").write_text(json.dumps(doc, indent=2) + "\n")
+    write_json(into / BROKER_STATE, doc)
     return doc
