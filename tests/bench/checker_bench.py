@@ -87,6 +87,15 @@ class HistoryGenerator:
             fh.writelines(out)
             out.clear()
 
+    def _effects(self, process: int, effects: dict[int, int]) -> list[str]:
+        """The sink's read: `effects` ops of 1,000 counts each."""
+        items = list(effects.items())
+        out = []
+        for start in range(0, len(items), 1000):
+            chunk = ",".join(f'{{"id":{i},"count":{n}}}' for i, n in items[start : start + 1000])
+            out.append(self._line(process, "ok", "effects", '{"effects":[' + chunk + "]}"))
+        return out
+
     @staticmethod
     def _msgs(ids: list[int]) -> str:
         return '{"msgs":[' + ",".join(f'{{"id":{i},"queue":"q"}}' for i in ids) + "]}"
@@ -155,12 +164,7 @@ class HistoryGenerator:
                 if len(out) > 10_000:
                     fh.writelines(out)
                     out.clear()
-            items = list(effects.items())
-            for start in range(0, len(items), 1000):
-                chunk = ",".join(
-                    f'{{"id":{i},"count":{n}}}' for i, n in items[start : start + 1000]
-                )
-                out.append(self._line(consumer, "ok", "effects", '{"effects":[' + chunk + "]}"))
+            out += self._effects(consumer, effects)
             fh.writelines(out)
         return self.planted
 

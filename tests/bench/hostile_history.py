@@ -116,12 +116,7 @@ class HostileHistoryGenerator(HistoryGenerator):
                     if len(out) > 10_000:
                         fh.writelines(out)
                         out.clear()
-            items = list(effects.items())
-            for start in range(0, len(items), 1000):
-                chunk = ",".join(
-                    f'{{"id":{i},"count":{n}}}' for i, n in items[start : start + 1000]
-                )
-                out.append(self._line(proc(99), "ok", "effects", '{"effects":[' + chunk + "]}"))
+            out += self._effects(proc(99), effects)
             fh.writelines(out)
         return self.planted
 
