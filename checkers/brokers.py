@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -182,7 +183,8 @@ def log_checks(
     # every broker id whose log was read; an in-sync replica not among them
     # cannot prove an absence
     read_brokers = sorted(int(brokers[n]) for n in read_nodes if n in brokers)
-    records = logs.join(parts, ["topic", "partition"])
+    # read by four jobs (divergence, holders, the leader's log, epochs): once
+    records = logs.join(parts, ["topic", "partition"]).persist(StorageLevel.MEMORY_AND_DISK)
     in_sync = F.array_contains(c("isr"), c("broker"))
     # replica-divergence: one offset below the high watermark, two contents on
     # in-sync replicas (one out of the set may still hold a deposed leader's
@@ -240,7 +242,7 @@ def log_checks(
         .join(isr, ["topic", "partition"])
         .join(leader_log, ["topic", "partition", "acked_at"], "left")
         .withColumn("holders", F.coalesce(c("holders"), F.array()))
-    )
+    ).persist(StorageLevel.MEMORY_AND_DISK)  # three anomalies are read from it
     here = F.filter("holders", lambda h: h["p"] == c("partition"))
     at_ack = F.filter(here, lambda h: h["offset"] == c("acked_at"))
     anywhere_in_sync = F.filter("holders", lambda h: h["in_sync"])
@@ -306,6 +308,8 @@ def log_checks(
         for r in ex
     ]
     info["leader-epochs"] = leader_epochs(records, acked)
+    where.unpersist()
+    records.unpersist()
 
 
 def _at(h: Any, partition: int) -> str:
