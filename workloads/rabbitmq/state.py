@@ -4,7 +4,11 @@ it (the cross-check's input: checkers/brokers.py):
 - every node's view of the test's queues (`rabbitmqctl list_queues` with
   their type, messages, leader, members and online members): after a
   complete drain a queue holds nothing (rabbitmq/jepsen's check); a
-  stream keeps its log, and is not counted so;
+  stream keeps its log, and is not counted so. The counts are the
+  broker's statistics, emitted every collect_statistics_interval (5 s by
+  default): a queue drained a moment ago still shows what it held (seen:
+  4 messages listed on every node, none there to get), so views that show
+  messages are read again for up to STATS_LAG seconds;
 - a quorum queue's members (`rabbitmq-queues quorum_status`): each one's
   raft state and its applied (3.11+) or else committed index, which agree
   once the cluster has recovered (read again for a few seconds while they
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
 
 COLUMNS = "name type messages messages_ready messages_unacknowledged leader members online"
 SETTLE = 10.0  # seconds the members' indexes get to agree
+STATS_LAG = 15.0  # seconds the queues' counts get to catch up with the drain
 
 
 def _json(r) -> Any:
@@ -41,7 +46,27 @@ def _json(r) -> Any:
 
 
 def queue_views(db: Any, queues: list[str], doc: dict[str, Any]) -> None:
-    """Each node's view of `queues`, into doc["queues"][node]."""
+    """Each node's view of `queues`, into doc["queues"][node]; read again
+    while some view still counts messages in a queue that is not a stream,
+    for up to STATS_LAG seconds (the counts lag the drain)."""
+    deadline = time.monotonic() + STATS_LAG
+    while True:
+        views: dict[str, Any] = {"queues": {}, "unreadable": {}}
+        _read_views(db, queues, views)
+        if not _counting(views["queues"]) or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    doc.setdefault("queues", {}).update(views["queues"])
+    doc["unreadable"].update(views["unreadable"])
+
+
+def _counting(views: dict[str, list[dict]]) -> bool:
+    """Whether some node counts messages in a queue other than a stream."""
+    return any(q.get("messages") and q.get("type") != "stream" for v in views.values() for q in v)
+
+
+def _read_views(db: Any, queues: list[str], doc: dict[str, Any]) -> None:
+    """One read of each node's view, in parallel."""
 
     def one(node: Remote) -> tuple[str, Any]:
         try:
@@ -50,7 +75,6 @@ def queue_views(db: Any, queues: list[str], doc: dict[str, Any]) -> None:
         except Exception as e:  # noqa: BLE001 - this node's view: unreadable
             return node.name, e
 
-    doc.setdefault("queues", {})
     with ThreadPoolExecutor(max_workers=len(db.nodes)) as pool:
         for name, got in pool.map(one, db.nodes):
             if isinstance(got, Exception):
