@@ -12,7 +12,9 @@ so that a loss is shown where it happened, not only that it happened.
                              the high watermark and an in-sync one does not
     history-broker-disagreement  the history says a send was acknowledged at
                              offset O, and the leader's log holds another
-                             message at O (misrouting, corruption)
+                             message at O; or a record's value names another
+                             topic than the one holding it, or fails its
+                             check (misrouting, corruption: KAFKA-19012)
     hanging-transaction      a transaction the brokers still hold open
     stuck-lso                a partition whose last stable offset stays
                              below its high watermark after the run
@@ -20,6 +22,10 @@ so that a loss is shown where it happened, not only that it happened.
                              after a complete drain (rabbitmq/jepsen's check)
     quorum-members-disagree  a quorum queue's members whose applied indexes
                              differ after recovery
+    acked-on-discarded-side  acknowledged through a node of a mirrored queue
+                             after its log says it lost a peer and before its
+                             log says autoheal restarted it, never read: that
+                             side's copy was thrown away
 
 `broker-agrees` holds when none is found, and is unknown when the state
 was not read (an old run, --no-cross-check) or a part that would decide it
@@ -54,11 +60,13 @@ ANOMALIES = {
     "lost-on-node": "acknowledged, held below the high watermark by one replica and not by an "
     "in-sync one",
     "history-broker-disagreement": "acknowledged at an offset where the leader's log holds "
-    "another message",
+    "another message, or a record sent to another topic or altered",
     "hanging-transaction": "a transaction the brokers still hold open after the run",
     "stuck-lso": "a last stable offset below the high watermark after the run",
     "queue-not-empty-after-drain": "a queue a node still reports messages in after the drain",
     "quorum-members-disagree": "a quorum queue's members applied different indexes",
+    "acked-on-discarded-side": "acknowledged through a node cut off from its peers, never "
+    "read: autoheal then restarted that node and threw its side's copy away",
 }
 
 REPLICA = T.StructType(
@@ -69,6 +77,24 @@ REPLICA = T.StructType(
         T.StructField("epoch", T.LongType()),
         T.StructField("control", T.StringType()),
         T.StructField("id", T.LongType()),
+        T.StructField("sent_to", T.StringType()),
+        T.StructField("intact", T.BooleanType()),
+    ]
+)
+
+# the {"end": ...} line closing each partition of a replica's file
+END = T.StructType(
+    [
+        T.StructField(
+            "end",
+            T.StructType(
+                [
+                    T.StructField("topic", T.StringType()),
+                    T.StructField("partition", T.LongType()),
+                    T.StructField("epochs", T.ArrayType(T.ArrayType(T.LongType()))),
+                ]
+            ),
+        )
     ]
 )
 
@@ -104,6 +130,7 @@ class BrokerChecker:
         if "metadata" in state or "replicas" in state:  # partitioned, replicated logs
             log_checks(history, state, counts, found, info)
         queue_checks(state, counts, found)
+        discarded_sides(history, state, counts, found)
         anomalies = {
             k: {"count": counts[k], "examples": found[k][:EXAMPLES]} for k in ANOMALIES if counts[k]
         }
@@ -127,12 +154,31 @@ class BrokerChecker:
 
 def replicas(history: LoadedHistory, state: dict[str, Any]) -> DataFrame | None:
     """Every replica's records: (node, broker, topic, partition, offset,
-    epoch, control, id), read from brokers/replicas/<node>.jsonl."""
+    epoch, control, id, sent_to, intact), from brokers/replicas/<node>.jsonl."""
+    return _replica_files(history, state, REPLICA, lambda df: df.filter(c("topic").isNotNull()))
+
+
+def checkpointed_epochs(history: LoadedHistory, state: dict[str, Any]) -> DataFrame | None:
+    """(node, broker, topic, partition, epoch, first) of each replica's
+    leader-epoch-checkpoint (its file's "end" lines)."""
+
+    def rows(df: DataFrame) -> DataFrame:
+        pairs = df.filter(c("end").isNotNull()).select(
+            "end.topic", "end.partition", F.explode_outer("end.epochs").alias("e")
+        )
+        return pairs.filter(c("e").isNotNull()).select(
+            "topic", "partition", c("e")[0].alias("epoch"), c("e")[1].alias("first")
+        )
+
+    return _replica_files(history, state, END, rows)
+
+
+def _replica_files(history: LoadedHistory, state: dict[str, Any], schema, rows) -> DataFrame | None:
+    """`rows` of every replica's file read with `schema`, with its node and broker."""
     run = RunDir.find(history.path)
     frames = []
     for node, r in sorted((state.get("replicas") or {}).items()):
-        path = run.brokers / r["file"]
-        df = history.spark.read.schema(REPLICA).json(str(path)).filter(c("topic").isNotNull())
+        df = rows(history.spark.read.schema(schema).json(str(run.brokers / r["file"])))
         who = (F.lit(node).alias("node"), F.lit(r["broker"]).cast("long").alias("broker"))
         frames.append(df.select(*who, "*"))
     if not frames:
@@ -285,6 +331,10 @@ def log_checks(
         }
         for r in ex
     ]
+    # ... and records whose own value says they are not what was sent there
+    n, ex = misplaced(records, acked)
+    counts["history-broker-disagreement"] += n
+    found["history-broker-disagreement"] += ex
     # lost-on-node: held below the high watermark by one replica of its
     # partition, not by an in-sync one that was read
     below = F.filter(here, lambda h: h["offset"] < c("part_hw"))
@@ -307,9 +357,30 @@ def log_checks(
         }
         for r in ex
     ]
-    info["leader-epochs"] = leader_epochs(records, acked)
+    info["leader-epochs"] = leader_epochs(records, checkpointed_epochs(history, state), acked)
     where.unpersist()
     records.unpersist()
+
+
+def misplaced(records: DataFrame, acked: DataFrame) -> tuple[int, list[dict]]:
+    """Records on a replica whose value names another topic than the one
+    holding it, or whose check fails (the value is record_value's), with
+    the history's acknowledgements of their ids."""
+    odd = records.filter(c("sent_to").isNotNull() | (c("intact") == F.lit(False)))
+    acks = acked.groupBy("id").agg(F.sort_array(F.collect_list("ack_idx")).alias("indexes"))
+    n, ex = _count_and_first(odd.join(acks, "id", "left"), ["topic", "partition", "offset", "node"])
+    return n, [
+        {
+            "id": r["id"],
+            "indexes": list(r["indexes"] or []),
+            "partition": f"{r['topic']}/{r['partition']}",
+            "offset": r["offset"],
+            "node": r["node"],
+            **({"sent-to": r["sent_to"]} if r["sent_to"] is not None else {}),
+            **({"value": "fails its check"} if r["intact"] is False else {}),
+        }
+        for r in ex
+    ]
 
 
 def _at(h: Any, partition: int) -> str:
@@ -321,16 +392,23 @@ def _at(h: Any, partition: int) -> str:
     )
 
 
-def leader_epochs(records: DataFrame, acked: DataFrame) -> dict[str, list[list]]:
+def leader_epochs(
+    records: DataFrame, checkpoints: DataFrame | None, acked: DataFrame
+) -> dict[str, list[list]]:
     """{"topic/partition": [[epoch, first offset, history index], ...]} as the
-    replicas' logs say (each batch carries its leader's epoch): where the
-    leader changed, and the first acknowledgement of an offset written in
-    that epoch (its time is that op's; None when none was acknowledged)."""
+    replicas say: each batch carries its leader's epoch, and each replica's
+    leader-epoch-checkpoint names epochs too, also a leader's that wrote
+    nothing yet (the new leader after a cut: where the old one's tail was
+    cut off). Where the leader changed, and the first acknowledgement of an
+    offset written in that epoch (its time is that op's; None when none)."""
     from pyspark.sql.window import Window
 
+    starts = records.groupBy("topic", "partition", "epoch").agg(F.min("offset").alias("first"))
+    if checkpoints is not None:
+        starts = starts.unionByName(checkpoints.select("topic", "partition", "epoch", "first"))
     epochs = (
-        records.groupBy("topic", "partition", "epoch")
-        .agg(F.min("offset").alias("first"))
+        starts.groupBy("topic", "partition", "epoch")
+        .agg(F.min("first").alias("first"))
         .withColumn(
             "next",
             F.lead("first").over(Window.partitionBy("topic", "partition").orderBy("epoch")),
@@ -385,3 +463,102 @@ def queue_checks(state: dict[str, Any], counts: dict[str, int], found: dict[str,
         if len({v for v in applied.values() if v is not None}) > 1:
             counts["quorum-members-disagree"] += 1
             found["quorum-members-disagree"].append({"queue": queue, "applied": applied})
+
+
+# an ok send's node and messages, straight from the history's JSONL (the
+# loaded history has no node column; read only when a side was discarded)
+SENDS = T.StructType(
+    [
+        T.StructField("index", T.LongType()),
+        T.StructField("time", T.LongType()),
+        T.StructField("f", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("node", T.StringType()),
+        T.StructField(
+            "value",
+            T.StructType(
+                [
+                    T.StructField(
+                        "msgs",
+                        T.ArrayType(
+                            T.StructType(
+                                [
+                                    T.StructField("id", T.LongType()),
+                                    T.StructField("queue", T.StringType()),
+                                ]
+                            )
+                        ),
+                    )
+                ]
+            ),
+        ),
+    ]
+)
+
+
+def discarded_windows(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """[{"node", "queue", "from", "to"} (history ns)] as the nodes' logs
+    say (state["events"]): from a node's last loss of a peer to autoheal's
+    restart of it, for each queue some node promoted a mirror of (so
+    mirrored: the restarted side's copy is thrown away). The last loss,
+    not the first: a window never starts before the cut that ended in the
+    restart."""
+    t0 = state.get("history_started_unix")
+    events = sorted(state.get("events") or [], key=lambda e: e["at"])
+    mirrored = sorted({e["queue"] for e in events if e["event"] == "promoted"})
+    if t0 is None or not mirrored:
+        return []
+    out, cut = [], {}
+    for e in events:
+        if e["event"] == "peer-down":
+            cut[e["node"]] = e["at"]
+        elif e["event"] == "autoheal-restart" and e["node"] in cut:
+            since, until = (int((at - t0) * 1e9) for at in (cut.pop(e["node"]), e["at"]))
+            out += [{"node": e["node"], "queue": q, "from": since, "to": until} for q in mirrored]
+    return out
+
+
+def discarded_sides(
+    history: LoadedHistory,
+    state: dict[str, Any],
+    counts: dict[str, int],
+    found: dict[str, list[dict]],
+) -> None:
+    """acked-on-discarded-side: ids a node confirmed within one of its
+    discarded_windows, never read by anyone."""
+    from harness.history.roles import DELIVER, DRAIN_READ
+
+    windows = discarded_windows(state)
+    if not windows:
+        return
+    ops = history.spark.read.schema(SENDS).json(str(RunDir.find(history.path).history))
+    ok = ops.filter((c("f") == "send") & (c("type") == "ok"))
+    sends = ok.select("index", "time", "node", F.explode("value.msgs").alias("m")).select(
+        "index", "time", "node", "m.id", c("m.queue").alias("queue")
+    )
+    spans = history.spark.createDataFrame(
+        [(w["node"], w["queue"], w["from"], w["to"]) for w in windows],
+        "wnode string, wqueue string, wfrom long, wto long",
+    )
+    inside = sends.join(
+        F.broadcast(spans),
+        (c("node") == c("wnode"))
+        & (c("queue") == c("wqueue"))
+        & c("time").between(c("wfrom"), c("wto")),
+    )
+    read = history.message_events().filter(c("role").isin(DELIVER, DRAIN_READ)).select("id")
+    gone = inside.join(read.distinct(), "id", "left_anti")
+    n, ex = _count_and_first(gone, ["index", "id"])
+    counts["acked-on-discarded-side"] = n
+    found["acked-on-discarded-side"] = [
+        {
+            "id": r["id"],
+            "indexes": [r["index"]],
+            "node": r["node"],
+            "queue": r["queue"],
+            "acked-at-s": round(r["time"] / 1e9, 3),
+            "cut-off-at-s": round(r["wfrom"] / 1e9, 3),
+            "restarted-by-autoheal-at-s": round(r["wto"] / 1e9, 3),
+        }
+        for r in ex
+    ]

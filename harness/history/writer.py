@@ -27,6 +27,8 @@ class HistoryWriter:
         self._lock = threading.Lock()
         self._index = 0
         self._t0 = time.monotonic_ns()
+        # the wall clock at time 0: what brokers logged can be placed on the timeline
+        self.started_unix = time.time()
         self._fsync = fsync
         # The columnar copy the checker reads fastest (harness/history/sidecar.py);
         # it becomes usable only when close() seals it.

@@ -46,7 +46,7 @@ from ..nodes import NodeOptions
 from ..nodes.lease import ClusterLease, Holder
 from ..nodes.remote import Remote
 from ..options import OptionError
-from ..rundir import RunDir
+from ..rundir import RunDir, write_json
 from ..store import new_run_dir, point_latest
 from .final import drain, write_effects
 from .generator import QueueOps
@@ -460,7 +460,7 @@ class Run:
             drained = drain(parts.history, clients, opts.op_timeout, opts.recovery_timeout)
             self.stats["drained"] = drained
             self.progress.phase(f"drained {drained} messages")
-            self._read_broker_state(system)
+            self._read_broker_state(system, parts.history)
         # Unrecovered, what never reached the sink proves nothing: no final read of
         # it either, so exactly-once-effect is unknown rather than a false violation.
         if sink and recovery.recovered:
@@ -476,7 +476,7 @@ class Run:
                 return
             self.progress.phase(f"read the {sink.name} sink: {n} messages took effect")
 
-    def _read_broker_state(self, system: System) -> None:
+    def _read_broker_state(self, system: System, history: HistoryWriter) -> None:
         """What the brokers themselves hold now, for the cross-check
         (checkers/brokers.py): read once drained, before the teardown."""
         scope = system.cross_check()
@@ -490,6 +490,8 @@ class Run:
             self.stats["broker-state-error"] = describe(e)
             self.console.print(f"[bold red]could not read the brokers' state:[/] {escape(str(e))}")
             return
+        # times the brokers logged (Unix seconds) on the history's timeline
+        write_json(self.run_dir.broker_state, {**doc, "history_started_unix": history.started_unix})
         self.stats["broker-state-seconds"] = round(time.monotonic() - began, 1)
         if doc.get("unreadable"):
             self.stats["broker-state-unreadable"] = sorted(doc["unreadable"])

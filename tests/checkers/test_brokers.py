@@ -103,6 +103,25 @@ def test_a_loss_is_shown_where_it_happened(spark, tmp_path):
     assert ex["still-on"] == "nowhere"
 
 
+def test_a_new_leader_that_wrote_nothing_shows_where_the_tail_was_cut(spark, tmp_path):
+    """Every record left is epoch 0; n2's leader-epoch-checkpoint says it
+    led epoch 1 from offset 3 (and n3's, a stale follower, knows only
+    epoch 0): the leader changed where id 13, acknowledged at offset 3
+    (history index 7), was cut off."""
+    truncated = {0: 10, 1: 11, 2: 12}
+    logs = {"n1": truncated, "n2": truncated, "n3": truncated}
+    run = run_dir(tmp_path, history({10: 0, 11: 1, 12: 2, 13: 3}), logs, high_watermarks={"t/0": 3})
+    for node, epochs in (("n2", [[0, 0], [1, 3]]), ("n3", [[0, 0]])):
+        path = run.brokers / "replicas" / f"{node}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for r in rows:
+            if "end" in r:
+                r["end"]["epochs"] = epochs
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = judge(spark, run)
+    assert result.info["leader-epochs"] == {"t/0": [[0, 0, 1], [1, 3, 7]]}
+
+
 def test_replicas_that_diverge_below_the_high_watermark(spark, tmp_path):
     logs = {"n1": ALL, "n2": {**ALL, 1: 99}, "n3": ALL}
     result = judge(spark, run_dir(tmp_path, history({10: 0, 11: 1}), logs))
@@ -123,6 +142,27 @@ def test_the_history_and_the_leaders_log_disagree_on_an_offset(spark, tmp_path):
     ex = result.anomalies["history-broker-disagreement"]["examples"][0]
     assert (ex["id"], ex["offset"], ex["leader-holds"]) == (12, 3, 13)
     assert ex["brokers-hold-it-at"] == ["n1@2", "n2@2", "n3@2"]
+
+
+def test_a_record_sent_to_another_topic_or_altered_is_a_disagreement(spark, tmp_path):
+    """Every replica holds each id where the history says; but n2's record
+    at offset 1 says it was sent to topic u (KAFKA-19012: appended to the
+    wrong topic's batch), and n3's at offset 2 fails its check."""
+    run = run_dir(tmp_path, history({10: 0, 11: 1, 12: 2}), {n: ALL for n in BROKERS})
+    for node, offset, odd in (("n2", 1, {"sent_to": "u"}), ("n3", 2, {"intact": False})):
+        path = run.brokers / "replicas" / f"{node}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        rows = [{**r, **odd} if r.get("offset") == offset else r for r in rows]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = judge(spark, run)
+    assert result.properties[PROPERTY].valid is False
+    assert result.counts["history-broker-disagreement"] == 2
+    assert result.anomalies["history-broker-disagreement"]["examples"] == [
+        {"id": 11, "indexes": [3], "partition": "t/0", "offset": 1, "node": "n2", "sent-to": "u"},
+        {"id": 12, "indexes": [5], "partition": "t/0", "offset": 2, "node": "n3",
+         "value": "fails its check"},
+    ]  # fmt: skip
+    assert result.counts["acked-missing-on-replicas"] == 0
 
 
 def test_a_truncated_ack_is_a_loss_not_a_disagreement(spark, tmp_path):
@@ -190,3 +230,40 @@ def test_state_not_read_or_unreadable_is_unknown_never_a_guess(spark, tmp_path):
     assert result.counts["acked-missing-on-replicas"] == 0
     assert result.properties[PROPERTY].valid == "unknown"
     assert "replicas/n2" in result.properties[PROPERTY].reason
+
+
+def test_acknowledged_on_a_side_autoheal_threw_away(spark, tmp_path):
+    """n3's log: it lost a peer at 0.5 us and again at 2.5 us into the
+    history, and autoheal restarted it at 8.5 us; n2 promoted its mirror of
+    q (so q is mirrored). Of what n3 confirmed from its last loss of a peer
+    to its restart, id 2 was never read (id 3 was); id 1 (before), id 4 (on
+    n1, never restarted) and id 5 (after) are not that side's."""
+    b = Builder()
+    for i, node in ((1, "n3"), (2, "n3"), (3, "n3"), (4, "n1"), (5, "n3")):
+        b.invoke(0, "send", {"msgs": [{"id": i, "queue": "q"}]})
+        b.complete(0, "ok", node=node)
+    b.receive(1, [3], f="drain")
+    run = RunDir.at(tmp_path / "run")
+    run.path.mkdir(parents=True)
+    b.write(run.history)
+    run.brokers.mkdir()
+    t0 = 1000.0
+    events = [
+        {"node": "n3", "at": t0 + 0.5e-6, "event": "peer-down", "peer": "n1"},
+        {"node": "n3", "at": t0 + 2.5e-6, "event": "peer-down", "peer": "n1"},
+        {"node": "n2", "at": t0 + 2.6e-6, "event": "promoted", "queue": "q"},
+        {"node": "n1", "at": t0 + 3.5e-6, "event": "peer-down", "peer": "n3"},
+        {"node": "n3", "at": t0 + 8.5e-6, "event": "autoheal-restart", "winner": "n2"},
+    ]
+    doc = {"system": "rabbitmq", "unreadable": {}, "events": events, "history_started_unix": t0}
+    run.broker_state.write_text(json.dumps(doc))
+    result = judge(spark, run)
+    assert result.properties[PROPERTY].valid is False
+    assert result.counts["acked-on-discarded-side"] == 1
+    (ex,) = result.anomalies["acked-on-discarded-side"]["examples"]
+    assert (ex["id"], ex["indexes"], ex["node"], ex["queue"]) == (2, [3], "n3", "q")
+    # no promotion (not known to be mirrored), or no wall-clock origin: nothing
+    unmirrored = [e for e in events if e["event"] != "promoted"]
+    for other in ({"events": unmirrored}, {"history_started_unix": None}):
+        run.broker_state.write_text(json.dumps({**doc, **other}))
+        assert judge(spark, run).counts["acked-on-discarded-side"] == 0

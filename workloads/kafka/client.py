@@ -55,6 +55,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from harness.options import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_values, option
 
 from ..client import Op, complete, describe, dispatch, process_delivery
+from .segments import read_value, record_value
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,6 @@ ACKS = ("0", "1", "all")
 CLIENTS = ("kafka-python", "confluent")  # the engines: pure Python, librdkafka
 CONSUMER_MODES = ("subscribe", "assign", "share")  # share: a share group (KIP-932)
 ACK_TYPES = ("accept", "release", "reject")  # a share consumer's acknowledgements
-PAD = b"."  # value bytes: the id in ASCII digits, padded to value_size
 DRAIN_CHUNK = 1000
 
 # Broker answers that mean "refused before appending" and that kafka-python
@@ -224,14 +224,16 @@ class KafkaQueueOptions:
 
     # -- messages ---------------------------------------------------------
     def payload(self, msg: dict) -> tuple[bytes | None, bytes]:
-        value = str(msg["id"]).encode().ljust(self.value_size, PAD)
-        key = msg.get("key")
-        return (key.encode() if key is not None else None), value
+        key = msg["key"].encode() if msg.get("key") is not None else None
+        return key, record_value(msg["id"], self.topic, key, self.value_size)
 
 
 def history_msg(value: bytes, key: bytes | None, topic: str, partition: int, offset: int) -> dict:
     """A consumed record as a history message (either engine)."""
-    msg = {"id": int(value.rstrip(PAD)), "queue": topic, "partition": partition, "offset": offset}
+    msg_id = read_value(value)[0]
+    if msg_id is None:
+        raise ValueError(f"{topic}/{partition}@{offset}: not a queuecheck value: {value[:40]!r}")
+    msg = {"id": msg_id, "queue": topic, "partition": partition, "offset": offset}
     if key is not None:
         msg["key"] = key.decode(errors="replace")
     return msg

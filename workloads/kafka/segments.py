@@ -11,9 +11,12 @@ leader epoch), "pid", "pepoch", "seq" (producer id, epoch and the record's
 sequence; -1 when none), "txn" (a transactional batch), "control" ("commit"
 or "abort" for a transaction marker, else null), "id" (the message id the
 value holds, or null), "value" (the value's first bytes, when no id is in
-it)}; then one {"end": ...} line per partition with its log's start and
-next offset as the segments say, and {"error": ...} for a segment it could
-not read (a compression it does not know, a torn batch).
+it), and only when the value says so: "sent_to" (the topic it was sent
+to, when not this one) and "intact": false (its check does not match)};
+then one {"end": ...} line per partition with its log's start offset as
+the segments say and "epochs", the [epoch, start offset] pairs its
+leader-epoch-checkpoint lists; {"error": ...} for a segment it could not
+read (a compression it does not know, a torn batch).
 
 The record batch format (magic 2) is Kafka's own (its
 DefaultRecordBatch: a 61-byte header, then records of varints), read here
@@ -26,6 +29,8 @@ import struct
 import sys
 import zlib
 
+PAD = b"."
+SEP = b"|"
 HEADER = struct.Struct(">qiiBIhiqqqhii")  # baseOffset .. recordsCount: 61 bytes
 COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -62,12 +67,27 @@ def records(data, count, base_offset, base_seq):
         yield base_offset + delta, seq, key, value
 
 
-def message_id(value):
-    """The message id a queuecheck record value starts with (its digits)."""
-    if not value:
-        return None
-    text = value.split(b"|", 1)[0].rstrip(b".")
-    return int(text) if text.isdigit() else None
+def record_value(msg_id, topic, key, size):
+    """A queuecheck record value: `id|topic|check`, padded with dots to
+    `size` bytes. The check is the CRC-32 of `id|topic|key`: a record
+    appended to another topic than the one it was sent to (KAFKA-19012's
+    class), or altered on its way, shows in the log that holds it."""
+    head = b"%d|%s|" % (msg_id, topic.encode())
+    return (head + b"%08x" % zlib.crc32(head + (key or b""))).ljust(size, PAD)
+
+
+def read_value(value, key=None):
+    """(id, topic it was sent to, intact) of a record value; (id, None, None)
+    for a value of the id alone (runs before the check), (None, None, None)
+    for a value that is not queuecheck's."""
+    fields = value.rstrip(PAD).split(SEP) if value else [b""]
+    if not fields[0].isdigit():
+        return None, None, None
+    if len(fields) != 3:
+        return int(fields[0]), None, None
+    head = SEP.join(fields[:2]) + SEP
+    intact = b"%08x" % zlib.crc32(head + (key or b"")) == fields[2]
+    return int(fields[0]), fields[1].decode("utf-8", "replace"), intact
 
 
 def read_segment(path, topic, partition, out):
@@ -111,11 +131,30 @@ def read_segment(path, topic, partition, out):
                 kind = struct.unpack_from(">hh", key)[1] if key and len(key) >= 4 else -1
                 row["control"] = {0: "abort", 1: "commit"}.get(kind, str(kind))
             else:
-                row["id"] = message_id(value)
+                row["id"], sent_to, intact = read_value(value, key)
                 if row["id"] is None and value is not None:
                     row["value"] = value[:64].decode("utf-8", "replace")
+                if sent_to is not None and sent_to != topic:
+                    row["sent_to"] = sent_to
+                if intact is False:
+                    row["intact"] = False
             out.write(json.dumps(row, separators=(",", ":")) + "\n")
         del last_delta
+
+
+def leader_epochs(path):
+    """[[epoch, start offset], ...] of a partition's leader-epoch-checkpoint
+    (a version line, a count line, then "epoch offset" lines): the epochs
+    this replica knows of, including its own as leader when it wrote
+    nothing yet (a leader assigns its epoch's start when it is elected);
+    an epoch followed by another at the same start is not kept there."""
+    try:
+        with open(path) as fh:
+            lines = fh.read().split("\n")
+    except OSError:
+        return []
+    pairs = [ln.split() for ln in lines[2:]]
+    return [[int(e), int(o)] for e, o in (p for p in pairs if len(p) == 2)]
 
 
 def main(argv):
@@ -133,8 +172,9 @@ def main(argv):
             for log in logs:
                 read_segment(os.path.join(folder, log), topic, partition, out)
             start = int(logs[0].split(".")[0]) if logs else 0
-            out.write(json.dumps({"end": {"topic": topic, "partition": partition, "start": start}}))
-            out.write("\n")
+            end = {"topic": topic, "partition": partition, "start": start}
+            end["epochs"] = leader_epochs(os.path.join(folder, "leader-epoch-checkpoint"))
+            out.write(json.dumps({"end": end}) + "\n")
     return 0
 
 

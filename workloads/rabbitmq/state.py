@@ -14,7 +14,11 @@ it (the cross-check's input: checkers/brokers.py):
   once the cluster has recovered (read again for a few seconds while they
   differ);
 - a stream's members (`rabbitmq-streams stream_status`): each one's
-  committed offset.
+  committed offset;
+- what each node's own log says of the faults: a peer it lost, a mirror
+  of a test queue it promoted to leader, autoheal's restart of the node
+  (its side's copies of mirrored queues are thrown away), each at the
+  node's wall-clock time.
 
 A node that does not answer is named under "unreadable". A cluster someone
 else runs is read through its cluster file's `ctl` alone (the queues'
@@ -24,8 +28,11 @@ views): its other tools are not the tool's to run.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +44,18 @@ if TYPE_CHECKING:
 COLUMNS = "name type messages messages_ready messages_unacknowledged leader members online"
 SETTLE = 10.0  # seconds the members' indexes get to agree
 STATS_LAG = 15.0  # seconds the queues' counts get to catch up with the drain
+
+# The log lines of what a node did with a queue's copies (3.x's wording).
+EVENTS = {
+    "peer-down": re.compile(r"node '(?P<peer>[^']*)' down: "),
+    "promoted": re.compile(
+        r"Mirrored queue '(?P<queue>[^']*)' in vhost '[^']*': Promoting mirror \S+ to leader"
+    ),
+    "autoheal-restart": re.compile(
+        r"Autoheal: we were selected to restart; winner is '(?P<winner>[^']*)'"
+    ),
+}
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d) ")
 
 
 def _json(r) -> Any:
@@ -167,5 +186,43 @@ def read_state(db: Any, queues: list[str], into: Path, members_too: bool = True)
             if len(applied) <= 1 or time.monotonic() > deadline:
                 break
             time.sleep(1.0)
+    if members_too:
+        log_events(db, queues, doc)
     write_json(into / BROKER_STATE, doc)
     return doc
+
+
+def log_events(db: Any, queues: list[str], doc: dict[str, Any]) -> None:
+    """doc["events"]: [{"node", "at" (Unix seconds), "event", ...}] of the
+    nodes' own logs (EVENTS), in time order; a node whose log cannot be
+    read is named under "unreadable"."""
+    pattern = "|".join(("' down: ", "Promoting mirror", "Autoheal: we were selected to restart"))
+    events: list[dict[str, Any]] = []
+    for node in db.nodes:
+        logs = " ".join(f"{shlex.quote(d)}/*.log" for d in db.log_files(node))
+        try:
+            r = node.run(f"grep -h -E {shlex.quote(pattern)} {logs}", check=False, timeout=60)
+            if r.exit > 1:  # 1: no line matched
+                raise RuntimeError(f"grep exited {r.exit}: {r.err.strip()[-200:]}")
+        except Exception as e:  # noqa: BLE001 - named, never guessed
+            doc["unreadable"][f"events/{node.name}"] = f"{type(e).__name__}: {e}"[:400]
+            continue
+        events += [{"node": node.name, **ev} for ev in parse_events(r.out, queues)]
+    doc["events"] = sorted(events, key=lambda e: (e["at"], e["node"]))
+
+
+def parse_events(text: str, queues: list[str]) -> list[dict[str, Any]]:
+    """The EVENTS in a node's log lines; a promotion only of `queues`
+    (a restart is the node's, of every queue)."""
+    out = []
+    for line in text.splitlines():
+        stamp = STAMP.match(line)
+        if not stamp:
+            continue
+        for name, pattern in EVENTS.items():
+            m = pattern.search(line)
+            if not m or ("queue" in m.groupdict() and m["queue"] not in queues):
+                continue
+            at = datetime.fromisoformat(stamp.group(1)).timestamp()
+            out.append({"at": at, "event": name, **m.groupdict()})
+    return out

@@ -48,3 +48,24 @@ def test_a_queue_that_keeps_its_messages_stays_counted(monkeypatch):
     doc = {"unreadable": {}}
     state.queue_views(cluster, ["q"], doc)
     assert doc["queues"]["n1"][0]["messages"] == 3 and cluster.reads >= 4
+
+
+LOG = """\
+2026-11-26 14:36:49.525283+00:00 [info] <0.1258.0> rabbit on node 'rabbit@10.77.16.11' down
+2026-11-26 14:36:49.529824+00:00 [info] <0.1258.0> node 'rabbit@10.77.16.11' down: net_tick_timeout
+2026-11-26 14:36:49.727873+00:00 [info] <0.1426.0> Mirrored queue 'qc-jobs' in vhost '/': \
+Promoting mirror <rabbit@10.77.16.13.1795703779.1426.0> to leader
+2026-11-26 14:36:50.000000+00:00 [info] <0.1427.0> Mirrored queue 'other' in vhost '/': \
+Promoting mirror <rabbit@10.77.16.13.1795703779.1427.0> to leader
+2026-11-26 14:36:53.622473+00:00 [warning] <0.1258.0> Autoheal: we were selected to restart; \
+winner is 'rabbit@10.77.16.12'
+"""
+
+
+def test_a_nodes_log_says_when_it_lost_a_peer_promoted_a_mirror_and_was_restarted():
+    events = state.parse_events(LOG, ["qc-jobs"])
+    assert events == [
+        {"at": 1795703809.529824, "event": "peer-down", "peer": "rabbit@10.77.16.11"},
+        {"at": 1795703809.727873, "event": "promoted", "queue": "qc-jobs"},
+        {"at": 1795703813.622473, "event": "autoheal-restart", "winner": "rabbit@10.77.16.12"},
+    ]
