@@ -52,7 +52,7 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
         "--op-timeout", "3", "--concurrency", "30", "--producers", "30",
         # a bounded rate keeps the rolling run's drain short (its main phase lasts
         # as long as the upgrade); a node autoheal leaves stuck is restarted soon
-        "--rate", "250", "--recovery-timeout", "45",
+        "--rate", "250", "--recovery-timeout", "30",
         "--nemesis", "partition", "--partition-shapes", "isolate-replica",
         "--nemesis-interval", "12",
         "--seed", "3",
