@@ -402,6 +402,14 @@ def main(argv: list[str] | None = None) -> int:
     from harness.run.runner import Interrupted
     from workloads.db import DBError
 
+    given_argv = sys.argv[1:] if argv is None else argv
+    # argparse (before 3.12) drops the value of `--flag=--` and goes on as if
+    # the flag had none: [] for any option, past its type and choices
+    for arg in given_argv:
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("--") and eq and value == "--":
+            _error(f"{flag}: '--' is not a value")
+            return 2
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
     try:
