@@ -49,6 +49,7 @@ from harness.rundir import RunDir
 from .base import UNKNOWN, CheckResult, Property
 from .exercise import HollowRule, fault_seen, no_fault
 from .load import LoadedHistory
+from .schema import OP
 
 PROPERTY = "broker-agrees"
 EXAMPLES = 5
@@ -465,37 +466,6 @@ def queue_checks(state: dict[str, Any], counts: dict[str, int], found: dict[str,
             found["quorum-members-disagree"].append({"queue": queue, "applied": applied})
 
 
-# an ok send's node and messages, straight from the history's JSONL (the
-# loaded history has no node column; read only when a side was discarded)
-SENDS = T.StructType(
-    [
-        T.StructField("index", T.LongType()),
-        T.StructField("time", T.LongType()),
-        T.StructField("f", T.StringType()),
-        T.StructField("type", T.StringType()),
-        T.StructField("node", T.StringType()),
-        T.StructField(
-            "value",
-            T.StructType(
-                [
-                    T.StructField(
-                        "msgs",
-                        T.ArrayType(
-                            T.StructType(
-                                [
-                                    T.StructField("id", T.LongType()),
-                                    T.StructField("queue", T.StringType()),
-                                ]
-                            )
-                        ),
-                    )
-                ]
-            ),
-        ),
-    ]
-)
-
-
 def discarded_windows(state: dict[str, Any]) -> list[dict[str, Any]]:
     """[{"node", "queue", "from", "to"} (history ns)] as the nodes' logs
     say (state["events"]): from a node's last loss of a peer to autoheal's
@@ -531,7 +501,9 @@ def discarded_sides(
     windows = discarded_windows(state)
     if not windows:
         return
-    ops = history.spark.read.schema(SENDS).json(str(RunDir.find(history.path).history))
+    # an ok send's node is in the JSONL only (the loaded history has no node
+    # column): read with the history's own schema, only when a side was discarded
+    ops = history.spark.read.schema(OP).json(str(RunDir.find(history.path).history))
     ok = ops.filter((c("f") == "send") & (c("type") == "ok"))
     sends = ok.select("index", "time", "node", F.explode("value.msgs").alias("m")).select(
         "index", "time", "node", "m.id", c("m.queue").alias("queue")

@@ -66,6 +66,13 @@ def run_dir(tmp_path, b: Builder, logs: dict[str, dict[int, int]], **state) -> R
     return run
 
 
+def rewrite_replica(run: RunDir, node: str, change) -> None:
+    """Each row of `node`'s replica file passed through `change` (in place)."""
+    path = run.brokers / "replicas" / f"{node}.jsonl"
+    rows = [change(json.loads(line)) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def judge(spark, run: RunDir):
     return BrokerChecker().check(load_history(spark, run.path), {})
 
@@ -112,12 +119,9 @@ def test_a_new_leader_that_wrote_nothing_shows_where_the_tail_was_cut(spark, tmp
     logs = {"n1": truncated, "n2": truncated, "n3": truncated}
     run = run_dir(tmp_path, history({10: 0, 11: 1, 12: 2, 13: 3}), logs, high_watermarks={"t/0": 3})
     for node, epochs in (("n2", [[0, 0], [1, 3]]), ("n3", [[0, 0]])):
-        path = run.brokers / "replicas" / f"{node}.jsonl"
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
-        for r in rows:
-            if "end" in r:
-                r["end"]["epochs"] = epochs
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        rewrite_replica(
+            run, node, lambda r, e=epochs: {"end": {**r["end"], "epochs": e}} if "end" in r else r
+        )
     result = judge(spark, run)
     assert result.info["leader-epochs"] == {"t/0": [[0, 0, 1], [1, 3, 7]]}
 
@@ -150,10 +154,9 @@ def test_a_record_sent_to_another_topic_or_altered_is_a_disagreement(spark, tmp_
     wrong topic's batch), and n3's at offset 2 fails its check."""
     run = run_dir(tmp_path, history({10: 0, 11: 1, 12: 2}), {n: ALL for n in BROKERS})
     for node, offset, odd in (("n2", 1, {"sent_to": "u"}), ("n3", 2, {"intact": False})):
-        path = run.brokers / "replicas" / f"{node}.jsonl"
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
-        rows = [{**r, **odd} if r.get("offset") == offset else r for r in rows]
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        rewrite_replica(
+            run, node, lambda r, o=offset, x=odd: {**r, **x} if r.get("offset") == o else r
+        )
     result = judge(spark, run)
     assert result.properties[PROPERTY].valid is False
     assert result.counts["history-broker-disagreement"] == 2

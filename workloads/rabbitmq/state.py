@@ -45,14 +45,19 @@ COLUMNS = "name type messages messages_ready messages_unacknowledged leader memb
 SETTLE = 10.0  # seconds the members' indexes get to agree
 STATS_LAG = 15.0  # seconds the queues' counts get to catch up with the drain
 
-# The log lines of what a node did with a queue's copies (3.x's wording).
+# The log lines of what a node did with a queue's copies (3.x's wording):
+# each event's fixed text (what grep picks out on the node) and its pattern.
 EVENTS = {
-    "peer-down": re.compile(r"node '(?P<peer>[^']*)' down: "),
-    "promoted": re.compile(
-        r"Mirrored queue '(?P<queue>[^']*)' in vhost '[^']*': Promoting mirror \S+ to leader"
+    "peer-down": ("' down: ", re.compile(r"node '(?P<peer>[^']*)' down: ")),
+    "promoted": (
+        "Promoting mirror",
+        re.compile(
+            r"Mirrored queue '(?P<queue>[^']*)' in vhost '[^']*': Promoting mirror \S+ to leader"
+        ),
     ),
-    "autoheal-restart": re.compile(
-        r"Autoheal: we were selected to restart; winner is '(?P<winner>[^']*)'"
+    "autoheal-restart": (
+        "Autoheal: we were selected to restart",
+        re.compile(r"Autoheal: we were selected to restart; winner is '(?P<winner>[^']*)'"),
     ),
 }
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d) ")
@@ -196,7 +201,7 @@ def log_events(db: Any, queues: list[str], doc: dict[str, Any]) -> None:
     """doc["events"]: [{"node", "at" (Unix seconds), "event", ...}] of the
     nodes' own logs (EVENTS), in time order; a node whose log cannot be
     read is named under "unreadable"."""
-    pattern = "|".join(("' down: ", "Promoting mirror", "Autoheal: we were selected to restart"))
+    pattern = "|".join(text for text, _ in EVENTS.values())
     events: list[dict[str, Any]] = []
     for node in db.nodes:
         logs = " ".join(f"{shlex.quote(d)}/*.log" for d in db.log_files(node))
@@ -219,7 +224,7 @@ def parse_events(text: str, queues: list[str]) -> list[dict[str, Any]]:
         stamp = STAMP.match(line)
         if not stamp:
             continue
-        for name, pattern in EVENTS.items():
+        for name, (_, pattern) in EVENTS.items():
             m = pattern.search(line)
             if not m or ("queue" in m.groupdict() and m["queue"] not in queues):
                 continue
