@@ -44,6 +44,10 @@ class Schedule:
         self.rng = random.Random(seed)
         self.stop_event = threading.Event()
         self.active_names: set[str] = set()  # for the progress display
+        # faults ever put in effect: a waiter that saw none active at either end
+        # of a long call (rabbitmqctl blocked by a paused node) still knows one
+        # came and went meanwhile
+        self.faults_begun = 0
         if overlap:
             self._threads = [
                 threading.Thread(
@@ -101,8 +105,7 @@ class Schedule:
                 if self.stop_event.is_set():
                     return
                 self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
-                if not fault.instant:
-                    self.active_names.add(fault.name)
+                self._in_effect(fault)
             if fault.instant:
                 continue
             if self.stop_event.wait(self.interval):  # held a whole interval once in effect
@@ -124,8 +127,7 @@ class Schedule:
                 if self.stop_event.is_set():
                     return
                 self.record(f"start-{fault.name}", functools.partial(fault.start, rng))
-                if not fault.instant:
-                    self.active_names.add(fault.name)
+                self._in_effect(fault)
             if not fault.instant:
                 if self.stop_event.wait(self.interval):  # held a whole interval once in effect
                     return
@@ -138,6 +140,11 @@ class Schedule:
                 began = time.monotonic()
             if self._wait_after(began):
                 return
+
+    def _in_effect(self, fault: Nemesis) -> None:
+        if not fault.instant:
+            self.active_names.add(fault.name)
+            self.faults_begun += 1
 
     def _stop(self, fault: Nemesis) -> None:
         if fault.active():

@@ -91,12 +91,14 @@ class RollingUpgrade:
         give_up = start + STEP_WAIT_TIMEOUTS * self.sync_timeout
         under_fault = 0.0
         while True:
-            faulted = bool(self.schedule.active_names)
+            faulted, begun = bool(self.schedule.active_names), self.schedule.faults_begun
             began = time.monotonic()
             wait = max(0.1, min(5.0, quiet_left, give_up - began))
             seen = self.db.await_in_sync(node, wait, self.stop_event.is_set)
             took = time.monotonic() - began
-            if faulted or self.schedule.active_names:
+            # a check can block far past `wait` (a node's tool asking a paused
+            # node): a fault active at either end, or begun between, counts it
+            if faulted or self.schedule.active_names or self.schedule.faults_begun != begun:
                 under_fault += took
             else:
                 quiet_left -= took

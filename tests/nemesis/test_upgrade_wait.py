@@ -31,7 +31,7 @@ class Cluster:
 
 
 def upgrade(active: set[str], sync_timeout: float, node_down: bool = False) -> RollingUpgrade:
-    schedule = SimpleNamespace(active_names=active)
+    schedule = SimpleNamespace(active_names=active, faults_begun=len(active))
     cluster = Cluster(schedule, node_down)
     return RollingUpgrade(cluster, schedule, start_after=0, sync_timeout=sync_timeout)
 
@@ -62,3 +62,19 @@ def test_without_faults_the_timeout_is_the_timeout():
     assert 0.25 <= time.monotonic() - began <= 0.6
     assert 0.25 <= seen.pop("waited-s") <= 0.6
     assert seen == {"node": "n1", "in-sync": False, "why": "its node is down", "under-fault-s": 0}
+
+
+def test_a_fault_that_came_and_went_within_one_blocked_check_counts():
+    """The CI run's rolling step: the node's tool blocked 31 s on a paused
+    node while a partition began and healed; seen at neither end, it is
+    under the fault all the same (before: 0 s, and the step gave up)."""
+    up = upgrade(set(), sync_timeout=0.3, node_down=True)
+
+    def partition_meanwhile():
+        up.schedule.active_names.add("partition")
+        up.schedule.faults_begun += 1
+        threading.Timer(0.1, up.schedule.active_names.clear).start()
+
+    threading.Timer(0.05, partition_meanwhile).start()  # inside the first 0.3 s check
+    seen = up._await_in_sync(up.db.nodes[0])
+    assert seen["in-sync"] is False and seen["under-fault-s"] >= 0.25
