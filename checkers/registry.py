@@ -16,12 +16,14 @@ from .brokers import BrokerChecker
 from .delivery import DeliveryChecker
 from .exercise import ExerciseChecker, HollowRule
 from .offsets import OffsetChecker
+from .ownership import OwnershipChecker
 from .share import ShareChecker
 
 CHECKERS: list[type[Checker]] = [
     DeliveryChecker,
     OffsetChecker,
     ShareChecker,
+    OwnershipChecker,
     BrokerChecker,
     ExerciseChecker,
 ]

@@ -30,6 +30,8 @@ class Settings:
 
     def __init__(self, source: Any):
         self._source = source
+        # the system's typed settings (its DB's and its clients' options), when known
+        self.system: tuple[Any, ...] = tuple(getattr(source, "system_settings", None) or ())
 
     def of(self, cls: type[T]) -> T:
         return settings_of(cls, self._source)
@@ -59,6 +61,25 @@ class FaultContext:
     crashes: ClientCrashes | None = None
     producers: tuple[int, ...] = ()
     consumers: tuple[int, ...] = ()
+
+
+class InstantFault:
+    """A one-shot fault (a client crash, a fence): nothing to prepare, to
+    stop or to heal; the schedule records its start alone."""
+
+    instant = True
+
+    def setup(self) -> None:
+        pass
+
+    def stop(self) -> Any:
+        return None
+
+    def active(self) -> bool:
+        return False
+
+    def teardown(self) -> None:
+        pass
 
 
 def require(db: type, capability: type, what: str, lacks: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from harness.options import option
 from workloads.client import CRASH_POINTS, IN_FLIGHT, NEXT_OP
 
-from .base import ClientCrashes, FaultContext, Settings
+from .base import ClientCrashes, FaultContext, InstantFault, Settings
 
 RANDOM = "random"
 POINTS = (NEXT_OP, *CRASH_POINTS, RANDOM)
@@ -39,11 +39,10 @@ class CrashOptions:
     )
 
 
-class ClientCrashNemesis:
+class ClientCrashNemesis(InstantFault):
     name = "crash-client"
     summary = "client crashes (--crash-point, --crash-clients)"
     colour = "#8d6e63"
-    instant = True
     options = (CrashOptions,)
 
     @classmethod
@@ -79,9 +78,6 @@ class ClientCrashNemesis:
         self.producers = list(producers)
         self.target = target
 
-    def setup(self) -> None:
-        pass
-
     def start(self, rng: random.Random) -> Any:
         crashed = []
         if self.target in ("consumers", "both") and self.consumers:
@@ -97,12 +93,3 @@ class ClientCrashNemesis:
         asking it again would record two crashes where one happens."""
         free = [i for i in slots if not self.interpreter.crash_pending(i)]
         return rng.choice(free or slots)
-
-    def stop(self) -> Any:
-        return None
-
-    def active(self) -> bool:
-        return False
-
-    def teardown(self) -> None:
-        pass

@@ -21,8 +21,12 @@ SHAPES = ("isolate", "halves", "bridge", "majorities-ring")
 # isolate-replica cuts off a node the broker does NOT name as leader: where a
 # lone replica may take over (a classic mirror promoting itself under
 # autoheal), both sides acknowledge, and the side healing throws its half away.
-AIMED_SHAPES = ("isolate-primary", "isolate-primary-data", "isolate-replica")
+# isolate-coordinator cuts off one of the brokers coordinating the run's group,
+# transactions or share partitions (Kafka): it stays their coordinator for
+# clients until the controller moves the internal partition it leads.
+AIMED_SHAPES = ("isolate-primary", "isolate-primary-data", "isolate-replica", "isolate-coordinator")
 DATA_ONLY_SHAPES = ("isolate-primary-data",)
+COORDINATOR_SHAPES = ("isolate-coordinator",)
 
 
 def grudge_of(g: nx.Graph | nx.DiGraph) -> Grudge:

@@ -11,10 +11,17 @@ from typing import Any
 
 from harness.nodes.remote import Remote
 from harness.options import option
-from workloads.capabilities import Leaders, ReplicationPort, supports
+from workloads.capabilities import Coordinators, Leaders, ReplicationPort, supports
 
 from .base import FaultContext, Settings, require
-from .grudge import AIMED_SHAPES, DATA_ONLY_SHAPES, SHAPES, isolated, random_grudge
+from .grudge import (
+    AIMED_SHAPES,
+    COORDINATOR_SHAPES,
+    DATA_ONLY_SHAPES,
+    SHAPES,
+    isolated,
+    random_grudge,
+)
 from .iptables import PARTITION_CHAIN, Chain, on_all
 from .targets import pick
 
@@ -26,7 +33,9 @@ class PartitionOptions:
         help="partition shapes, one at random per partition; isolate-primary cuts a leader "
         "of the test's partitions or queues from the other brokers (not from clients); "
         "isolate-primary-data only from their replication, for brokers whose controllers "
-        "talk on a port of their own; isolate-replica cuts off a node that leads none of them",
+        "talk on a port of their own; isolate-replica cuts off a node that leads none of "
+        "them; isolate-coordinator one of the brokers coordinating the run's group, "
+        "transactions or share partitions, for brokers that have coordinators",
         choices=SHAPES + AIMED_SHAPES,
     )
 
@@ -44,6 +53,8 @@ class PartitionNemesis:
             what = f"--partition-shapes {shape}"
             if shape in DATA_ONLY_SHAPES:
                 require(db, ReplicationPort, what, "replicate on the port their nodes talk on")
+            elif shape in COORDINATOR_SHAPES:
+                require(db, Coordinators, what, "have no group, transaction or share coordinators")
             elif shape in AIMED_SHAPES:
                 require(db, Leaders, what, "name no leaders")
 
@@ -87,6 +98,13 @@ class PartitionNemesis:
         shape = rng.choice(self.shapes)
         if shape not in AIMED_SHAPES:
             return (*random_grudge([shape], names, rng), {})
+        if shape in COORDINATOR_SHAPES:
+            chosen, picked = pick("coordinators", self.nodes, rng, self.db)
+            note = {k: v for k, v in picked.items() if k == "fallback"} or {
+                "coordinators": picked["nodes"]
+            }
+            lone = rng.choice(chosen).name
+            return shape, isolated(names, lone), {**note, "isolated": lone}
         chosen, picked = pick("primaries", self.nodes, rng, self.db)
         if "fallback" in picked:
             note = {"fallback": picked["fallback"]}

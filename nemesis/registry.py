@@ -11,6 +11,7 @@ from harness.options import POSITIVE, gather, option
 
 from .base import Nemesis
 from .client_crash import ClientCrashNemesis
+from .fence import FenceNemesis
 from .loss import LossNemesis
 from .partition import PartitionNemesis
 from .power_loss import PowerLossNemesis
@@ -28,6 +29,7 @@ FAULTS: dict[str, type[Nemesis]] = {
         LossNemesis,
         PowerLossNemesis,
         ClientCrashNemesis,
+        FenceNemesis,
     )
 }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.options import option
-from workloads.capabilities import Controller, Leaders
+from workloads.capabilities import Controller, Coordinators, Leaders
 
 from .base import Settings, require
 
@@ -30,11 +30,20 @@ log = logging.getLogger(__name__)
 # majority (at least one) or just a majority, as Jepsen sizes them; all:
 # every node. The aimed targets: who the broker names now, through the
 # capability its DB has (what it is called for a refusal; how to ask).
+COORDINATES = "have no group, transaction or share coordinators"
 AIMED: dict[str, tuple[type, str, Callable[[Any], list[str]]]] = {
     "primaries": (Leaders, "name no leaders", lambda db: db.primaries()),
     "controller": (Controller, "have no controller", lambda db: [db.controller()]),
+    # Kafka's coordinators of the run's group, transactions, share partitions, or any
+    "group-coordinator": (Coordinators, COORDINATES, lambda db: db.coordinators("group")),
+    "txn-coordinator": (Coordinators, COORDINATES, lambda db: db.coordinators("txn")),
+    "share-coordinator": (Coordinators, COORDINATES, lambda db: db.coordinators("share")),
+    "coordinators": (Coordinators, COORDINATES, lambda db: db.coordinators("any")),
 }
 TARGETS = ("one", "minority", "majority", "all", *AIMED)
+# A run's producers hash their ids over every broker: all their coordinators
+# would be a whole-cluster fault. These strike one of the nodes named.
+ONE_OF_NAMED = ("group-coordinator", "txn-coordinator", "share-coordinator", "coordinators")
 
 
 @dataclass
@@ -44,7 +53,10 @@ class TargetOptions:
         help="whom kill, pause, loss and power-loss strike, one of these at random per "
         "fault: one, minority, majority, all (nodes at random), primaries (the leaders of "
         "the test's partitions or queues, asked of the broker then), controller (its active "
-        "controller, for brokers that have one)",
+        "controller, for brokers that have one), group-coordinator, txn-coordinator, "
+        "share-coordinator (the broker coordinating the run's group, its transactional ids "
+        "in use, its share partitions, for brokers that have them), coordinators (any of those "
+        "the run has)",
         choices=TARGETS,
     )
 
@@ -91,6 +103,9 @@ def pick(
         if not chosen:
             chosen = [rng.choice(nodes)]
             note["fallback"] = f"the broker named no {target}: one random node"
+        elif target in ONE_OF_NAMED and len(chosen) > 1:
+            note["named"] = sorted(node.name for node in chosen)
+            chosen = [rng.choice(chosen)]
     note["nodes"] = sorted(node.name for node in chosen)
     return sorted(chosen, key=lambda node: node.name), note
 

@@ -42,16 +42,24 @@ VERDICT = {
 }
 
 
+def example_subject(ex: dict[str, Any]) -> str:
+    """What an anomaly's example is about: an id, several ids (offset
+    anomalies), a partition (ownership), or a cycle of txns."""
+    if "id" in ex:
+        return f"id {ex['id']}"
+    if "ids" in ex:
+        return "ids " + "/".join(map(str, ex["ids"]))
+    if "partition" in ex:
+        return f"partition {ex['queue']}/{ex['partition']}"
+    return "txns"
+
+
 def _examples(doc: dict[str, Any], names: tuple[str, ...], limit: int = 2) -> str:
     lines = []
     for name in names:
         for ex in doc.get("anomalies", {}).get(name, {}).get("examples", [])[:limit]:
             at = ", ".join(str(i) for i in ex["indexes"])
-            if "id" in ex:
-                who = f"id {ex['id']}"
-            else:  # offset anomalies name several ids, or a cycle of txns
-                who = "ids " + "/".join(map(str, ex["ids"])) if "ids" in ex else "txns"
-            lines.append(f"{name}: {who} @ {at}")
+            lines.append(f"{name}: {example_subject(ex)} @ {at}")
     return "\n".join(lines)
 
 

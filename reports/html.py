@@ -22,7 +22,7 @@ from checkers.registry import anomalies, property_rules  # noqa: E402
 from harness.rundir import RunDir, write_text  # noqa: E402
 from nemesis.registry import COLOURS as NEMESIS_COLOURS  # noqa: E402
 
-from .console import held_word, recovery_line  # noqa: E402
+from .console import example_subject, held_word, recovery_line  # noqa: E402
 from .plotdata import PlotData, describe_fault  # noqa: E402
 
 COLOURS = {"ok": "#2e7d32", "fail": "#c62828", "info": "#f9a825"}
@@ -240,8 +240,8 @@ def _anomalies(doc: dict[str, Any]) -> tuple[str, set[int]]:
             idx = ex.get("indexes", [])
             cited.update(idx)
             links = ", ".join(f"<a href='#op-{i}'>{i}</a>" for i in idx)
-            ident = ex.get("id", ex.get("ids", ""))
-            items.append(f"<li>id {_e(ident)}: {_e(ex.get('what', ''))} — history {links}</li>")
+            subject = example_subject(ex)
+            items.append(f"<li>{_e(subject)}: {_e(ex.get('what', ''))} — history {links}</li>")
         parts.append(
             f"<h3 id='anomaly-{_e(name)}'>{_e(name)}: {a['count']}</h3><ul>{''.join(items)}</ul>"
         )

@@ -129,5 +129,7 @@ def describe_fault(name: str, value: str) -> str:
         detail = v.get("shape") or v.get("node") or ",".join(v.get("nodes", [])) or ""
         if "crashed" in v:
             detail = ",".join(str(c.get("process")) for c in v["crashed"])
+        if "transactional-id" in v:  # a fence: whose id was taken over
+            detail = str(v["transactional-id"])
         return f"{name} {detail}".strip()
     return name

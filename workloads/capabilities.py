@@ -42,6 +42,34 @@ class Controller(Protocol):
 
 
 @runtime_checkable
+class Coordinators(Protocol):
+    """Brokers that coordinate groups, transactions or share partitions
+    (Kafka's group, transaction and share coordinators)."""
+
+    def coordinators(self, kind: str) -> list[str]:
+        """The names of the nodes coordinating the run's `kind` (group, txn,
+        share, or any: all the run has) now; [] when the run has none."""
+        ...
+
+
+@runtime_checkable
+class Fencing(Protocol):
+    """Producers with an identity the broker fences: a newer producer with
+    it makes the older one's further writes fail (Kafka's transactional.id)."""
+
+    @classmethod
+    def cannot_fence(cls, settings: tuple[Any, ...]) -> str | None:
+        """Why a run with these system settings has no producer to fence
+        (None: it has)."""
+        ...
+
+    def fence(self, rng: Any) -> dict[str, Any]:
+        """Starts a producer with the identity of one the run holds open (one
+        inside a transaction if any), which fences it; returns what it did."""
+        ...
+
+
+@runtime_checkable
 class PowerLoss(Protocol):
     """Nodes that can lose power: the broker dies and every write it had not
     fsynced is gone (data on lazyfs)."""

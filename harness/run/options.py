@@ -17,7 +17,7 @@ from typing import Any
 
 from checkers.options import SparkOptions
 from nemesis.base import Settings
-from nemesis.profiles import apply_profile
+from nemesis.profiles import aim_profile, apply_profile
 from nemesis.registry import FAULTS, FaultOptions
 from workloads.registry import SYSTEMS
 from workloads.sinks import DATABASES
@@ -90,13 +90,12 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
     def __post_init__(self) -> None:
         try:
             super().__post_init__()  # every value checked (NodeOptions), nodes, Spark
-            if self.nemesis_profile:
-                apply_profile(self, self.nemesis_profile)
-            self._check_run()
+            profiled = apply_profile(self, self.nemesis_profile) if self.nemesis_profile else set()
+            self._check_run(profiled)
         except (OptionError, ValueError) as e:
             raise RunError(str(e)) from None
 
-    def _check_run(self) -> None:
+    def _check_run(self, profiled: set[str]) -> None:
         # The name is one directory of the store: never a path out of it.
         why = name_problem(self.test_name())
         if why:
@@ -128,6 +127,8 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
             self.system_options, self.sink, existing, self.node_count()
         )
         db_class = system.db_class(self.system_settings, existing is not None)
+        if self.nemesis_profile:
+            aim_profile(self, self.nemesis_profile, db_class, profiled)
         for name in self.nemesis:
             FAULTS[name].refuse(db_class, Settings(self))
 

@@ -151,3 +151,26 @@ def test_a_profile_fills_the_fault_options_not_given_explicitly():
     o = RunOptions(nemesis_profile="combined")
     assert o.nemesis_overlap and o.nemesis == ["partition", "kill", "pause"]
     assert RunOptions(nemesis_profile="whole-cluster-crash").fault_targets == ["all"]
+
+
+def test_on_kafka_the_leaders_and_combined_profiles_strike_the_coordinators_too():
+    from harness.run.options import RunOptions
+
+    kafka = RunOptions(system="kafka", nemesis_profile="leaders")
+    assert kafka.fault_targets == ["primaries", "coordinators"]
+    assert kafka.partition_shapes == ["isolate-primary", "isolate-coordinator"]
+    combined = RunOptions(system="kafka", nemesis_profile="combined")
+    assert combined.fault_targets == ["one", "primaries", "coordinators"]
+    # RabbitMQ has no coordinators; what is given explicitly stays as given
+    rabbit = RunOptions(system="rabbitmq", nemesis_profile="leaders")
+    assert (rabbit.fault_targets, rabbit.partition_shapes) == (["primaries"], ["isolate-primary"])
+    aimed = RunOptions(system="kafka", nemesis_profile="leaders", fault_targets=["primaries"])
+    assert aimed.fault_targets == ["primaries"]
+
+
+def test_fence_is_taken_by_a_transactional_kafka_run():
+    from harness.run.options import RunOptions
+
+    for given in ({"system_options": {"txn": True}}, {"sink": "kafka-txn"}):
+        o = RunOptions(system="kafka", nemesis=["kill", "fence"], **given)
+        assert o.nemesis == ["kill", "fence"]

@@ -155,6 +155,53 @@ class Rules:
         self.added[node.name] = rules
 
 
+class Coordinating(Leaders):
+    """A broker that names its coordinators, by kind (Kafka's)."""
+
+    def __init__(self, by_kind=None, **kw):
+        super().__init__(**kw)
+        self.by_kind = by_kind or {}
+        self.asked = []
+
+    def coordinators(self, kind):
+        self.asked.append(kind)
+        return self.by_kind.get(kind, [])
+
+
+def test_coordinator_targets_strike_the_nodes_the_broker_names_for_that_kind():
+    db = Coordinating({"group": ["n2"], "txn": ["n3", "n5"], "any": ["n2", "n3", "n5"]})
+    chosen, note = pick("group-coordinator", NODES, random.Random(0), db)
+    assert [n.name for n in chosen] == ["n2"]
+    assert note == {"target": "group-coordinator", "nodes": ["n2"]}
+    # many named (each producer's id has its own): one of them, not a whole-cluster crash
+    for target, named in [("txn-coordinator", ["n3", "n5"]), ("coordinators", ["n2", "n3", "n5"])]:
+        struck = set()
+        for seed in range(20):
+            chosen, note = pick(target, NODES, random.Random(seed), db)
+            assert len(chosen) == 1 and note["named"] == named and note["nodes"] == [chosen[0].name]
+            struck.add(chosen[0].name)
+        assert struck == set(named)
+    assert db.asked[:3] == ["group", "txn", "txn"]
+    # a run with no share group: no share coordinator, one node at random, said so
+    chosen, note = pick("share-coordinator", NODES, random.Random(0), db)
+    assert len(chosen) == 1 and "named no share-coordinator" in note["fallback"]
+
+
+def test_isolate_coordinator_cuts_one_of_the_runs_coordinators_off():
+    nodes = [
+        SimpleNamespace(name=n, spec=SimpleNamespace(host=f"h{n}")) for n in ("n1", "n2", "n3")
+    ]
+    part = PartitionNemesis(nodes, ["isolate-coordinator"], Coordinating({"any": ["n3"]}))
+    part.chain = Rules()
+    value = part.start(random.Random(0))
+    assert (value["shape"], value["isolated"], value["coordinators"]) == (
+        "isolate-coordinator",
+        "n3",
+        ["n3"],
+    )
+    assert part.chain.added["n3"] == ["-s hn1 -j DROP", "-s hn2 -j DROP"]
+
+
 def test_isolate_primary_data_cuts_the_leaders_replication_port_and_nothing_else():
     nodes = [
         SimpleNamespace(name=n, spec=SimpleNamespace(host=f"h{n}")) for n in ("n1", "n2", "n3")
@@ -198,6 +245,23 @@ def test_isolate_primary_data_cuts_the_leaders_replication_port_and_nothing_else
             "--fault-targets controller: QueueLeaders's brokers have no controller",
         ),
         ({"nemesis": ["loss"], "fault_targets": ["primaries"]}, object, "name no leaders"),
+        # RabbitMQ's brokers coordinate no groups or transactions
+        (
+            {"nemesis": ["kill"], "fault_targets": ["group-coordinator"]},
+            QueueLeaders,
+            "--fault-targets group-coordinator: QueueLeaders's brokers have no group, "
+            "transaction or share coordinators",
+        ),
+        (
+            {"nemesis": ["partition"], "partition_shapes": ["isolate-coordinator"]},
+            Leaders,
+            "--partition-shapes isolate-coordinator: Leaders's brokers have no group",
+        ),
+        (
+            {"nemesis": ["kill", "partition"], "fault_targets": ["txn-coordinator"]},
+            Coordinating,
+            None,
+        ),
         ({"nemesis": ["power-loss"]}, Leaders, "--nemesis power-loss: Leaders's brokers keep no"),
         ({"nemesis": ["partition", "kill"], "partition_shapes": ["isolate"]}, object, None),
     ],

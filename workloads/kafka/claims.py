@@ -42,6 +42,14 @@ CLAIMS: list[Row] = [
         "deliveries, after which it is archived; no ordering guarantee across consumers",
     ),
     (
+        lambda c: c.get("group_protocol") == "consumer" and c.get("consumer_mode") == "subscribe",
+        ("single-owner",),
+        "KIP-848 (the consumer rebalance protocol, GA in Kafka 4.0), 'Assignment "
+        "reconciliation': the group coordinator gives a partition to its new owner only "
+        "once the previous owner has acknowledged revoking it, or was fenced (its session "
+        "expired); KAFKA-16147 was a partition assigned to two members at once",
+    ),
+    (
         lambda c: c["txn"],
         ("read-committed",),
         "KIP-98 / Kafka docs 'Message Delivery Semantics': a transaction's writes to many "

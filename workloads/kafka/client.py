@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 ACKS = ("0", "1", "all")
 CLIENTS = ("kafka-python", "confluent")  # the engines: pure Python, librdkafka
 CONSUMER_MODES = ("subscribe", "assign", "share")  # share: a share group (KIP-932)
+GROUP_PROTOCOLS = ("classic", "consumer")  # consumer: KIP-848's, GA in Kafka 4.0
 ACK_TYPES = ("accept", "release", "reject")  # a share consumer's acknowledgements
 DRAIN_CHUNK = 1000
 
@@ -115,6 +116,12 @@ class KafkaQueueOptions:
         "group (share: records acquired under a lock, acknowledged one by one)",
         choices=CONSUMER_MODES,
     )
+    group_protocol: str = option(
+        "classic",
+        "consumer group rebalance protocol: classic, or consumer (KIP-848: the broker "
+        "assigns, no client-side timeouts; --client confluent)",
+        choices=GROUP_PROTOCOLS,
+    )
     share_acks: str = option(
         "accept=90,release=8,reject=2",
         "share group: how consumers acknowledge what they get, as weights",
@@ -158,6 +165,17 @@ class KafkaQueueOptions:
                 f"--idempotence (and --txn) need --acks all, not {self.acks}: "
                 "pass --no-idempotence for acks 0 or 1"
             )
+        if self.group_protocol == "consumer":
+            if self.client == "kafka-python":
+                raise ValueError(
+                    "--group-protocol consumer: kafka-python speaks only the classic "
+                    "protocol (dpkp/kafka-python#3000); use --client confluent"
+                )
+            if self.consumer_mode != "subscribe":
+                raise ValueError(
+                    f"--group-protocol consumer: a group protocol is a subscribing group's, "
+                    f"not --consumer-mode {self.consumer_mode}'s"
+                )
         if self.consumer_mode == "share":
             if self.client != "confluent":
                 raise ValueError("--consumer-mode share: share groups need --client confluent")

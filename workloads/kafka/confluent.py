@@ -10,8 +10,9 @@ KafkaQueueClient), so both engines are judged by one set of rules.
   kafka-python's, by error code, never a retriable one) or a record purged
   from the local queue unsent → fail; a record that never left (BufferError:
   the local queue is full) → fail; timeouts and anything else → info.
-- `receive`: `consume()` in the run's group (classic protocol, as the
-  kafka-python engine), auto-commit off; the rebalance callbacks note each
+- `receive`: `consume()` in the run's group (the classic protocol, as the
+  kafka-python engine, or KIP-848's with `--group-protocol consumer`),
+  auto-commit off; the rebalance callbacks note each
   assignment and revocation for the history. Offsets are committed
   synchronously after the completion is recorded, bounded by half the op
   deadline (librdkafka's synchronous commit has no timeout of its own).
@@ -90,6 +91,15 @@ def consumer_config(
     opts: KafkaQueueOptions, bootstrap: str, deadline: float, group: str
 ) -> dict[str, Any]:
     k = opts.consumer_config(bootstrap, deadline, group=True)
+    if opts.group_protocol == "consumer":
+        # KIP-848: the broker owns the session and heartbeat timing and the
+        # assignor; librdkafka refuses these settings under it
+        timing = {"group.protocol": "consumer"}
+    else:
+        timing = {
+            "session.timeout.ms": k["session_timeout_ms"],
+            "heartbeat.interval.ms": k["heartbeat_interval_ms"],
+        }
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -99,8 +109,7 @@ def consumer_config(
         "isolation.level": k["isolation_level"],
         "fetch.wait.max.ms": k["fetch_max_wait_ms"],
         "socket.timeout.ms": k["request_timeout_ms"],
-        "session.timeout.ms": k["session_timeout_ms"],
-        "heartbeat.interval.ms": k["heartbeat_interval_ms"],
+        **timing,
         "reconnect.backoff.max.ms": k["reconnect_backoff_max_ms"],
         "retry.backoff.ms": k["retry_backoff_ms"],
         "topic.metadata.refresh.interval.ms": k["metadata_max_age_ms"],

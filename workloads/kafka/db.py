@@ -30,6 +30,8 @@ from harness.options import AT_LEAST_ONE, DEFAULT_STATE, check_values, option
 from ..capabilities import (
     BrokerState,
     Controller,
+    Coordinators,
+    Fencing,
     Leaders,
     PowerLoss,
     ReplicationPort,
@@ -39,6 +41,7 @@ from ..db import DBError, PidfileProcess, copy_dirs, first_answer
 from ..install import digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
 from .admin import Admin, partition_leaders, unfenced_brokers
+from .coordinators import KafkaCoordinators
 from .dist import DEFAULT_VERSION, ensure_kafka
 
 DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
@@ -137,7 +140,17 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
-class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort, BrokerState):
+class Kafka(
+    PidfileProcess,
+    KafkaCoordinators,
+    Leaders,
+    Controller,
+    Coordinators,
+    Fencing,
+    RollingUpgrade,
+    ReplicationPort,
+    BrokerState,
+):
     name = "kafka"
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
@@ -158,6 +171,8 @@ class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort
         # the test's topics: their ISRs say a restarted node caught up, their
         # leaders are the faults' primaries
         self.test_topics: list[str] = []
+        # what the run coordinates (KafkaCoordinators): its group, share, txn
+        self.coordinated: dict[str, Any] = {}
 
     # -- per-node facts ---------------------------------------------------
     def dist(self, version: str) -> Dist:
@@ -261,6 +276,13 @@ class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort
             "group.share.session.timeout.ms": 6000,
             "group.initial.rebalance.delay.ms": 0,
             "group.min.session.timeout.ms": 1000,  # lets clients choose short sessions
+            # KIP-848's consumer groups: the broker times the session (the
+            # classic groups' client-side 6 s), so a killed member's partitions
+            # move within a test, not after the default 45 s
+            "group.consumer.min.session.timeout.ms": 6000,
+            "group.consumer.session.timeout.ms": 6000,
+            "group.consumer.min.heartbeat.interval.ms": 1000,
+            "group.consumer.heartbeat.interval.ms": 1000,
             # faults noticed in seconds: fencing, ISR shrink, controller election
             "broker.heartbeat.interval.ms": 1000,
             "broker.session.timeout.ms": 4000,
@@ -511,9 +533,14 @@ class Kafka(PidfileProcess, Leaders, Controller, RollingUpgrade, ReplicationPort
     def primaries(self) -> list[str]:
         """The nodes leading a partition of the test's topics now, as the
         first node that answers says (a killed or cut-off one would not)."""
-        led = first_answer(
-            self.nodes, lambda n: partition_leaders(self.bootstrap(n), self.test_topics)
+        return self.leading(
+            first_answer(
+                self.nodes, lambda n: partition_leaders(self.bootstrap(n), self.test_topics)
+            )
         )
+
+    def leading(self, led: dict[int, str]) -> list[str]:
+        """The nodes among {broker id: address} the brokers named."""
         return [n.name for n in self.nodes if self.node_id(n) in led]
 
     def controller(self) -> str | None:

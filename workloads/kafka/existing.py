@@ -13,10 +13,11 @@ from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote
 from harness.rundir import BROKER_STATE, write_json
 
-from ..capabilities import BrokerState, Leaders
+from ..capabilities import BrokerState, Coordinators, Fencing, Leaders
 from ..db import first_answer
 from ..existing import CommandLifecycle
 from .admin import partition_leaders, unfenced_brokers
+from .coordinators import KafkaCoordinators
 from .db import KafkaOptions
 
 # Options that configure brokers the tool runs itself; an existing cluster's
@@ -34,7 +35,9 @@ BROKER_OPTIONS = (
 )
 
 
-class ExistingKafka(CommandLifecycle, Leaders, BrokerState):
+class ExistingKafka(
+    CommandLifecycle, KafkaCoordinators, Leaders, Coordinators, Fencing, BrokerState
+):
     name = "kafka"
 
     def __init__(self, nodes: list[Remote], existing: Existing, opts: KafkaOptions):
@@ -42,6 +45,7 @@ class ExistingKafka(CommandLifecycle, Leaders, BrokerState):
         self.opts = opts
         self.settings: dict[str, Any] = {}  # the test topic's, read from the brokers
         self.test_topics: list[str] = []
+        self.coordinated: dict[str, Any] = {}  # KafkaCoordinators: set by the run
 
     def bootstrap(self, node: Remote | None = None) -> str:
         """The cluster file's client address of one node, or of all."""
@@ -51,12 +55,16 @@ class ExistingKafka(CommandLifecycle, Leaders, BrokerState):
     def primaries(self) -> list[str]:
         """The nodes whose client address is a leader's, for the test's topics
         (the brokers' advertised host:port as the cluster file names them)."""
-        led = set(
+        return self.leading(
             first_answer(
                 self.nodes, lambda n: partition_leaders(self.bootstrap(n), self.test_topics)
-            ).values()
+            )
         )
-        return [n.name for n in self.nodes if self.existing.nodes[n.name].client in led]
+
+    def leading(self, led: dict[int, str]) -> list[str]:
+        """The nodes whose client address is among {broker id: address}."""
+        named = set(led.values())
+        return [n.name for n in self.nodes if self.existing.nodes[n.name].client in named]
 
     def read_state(self, into: Path) -> dict[str, Any]:
         """Only what the admin API says: the brokers' files are not the tool's

@@ -14,6 +14,7 @@ TXN_SINK = "kafka-txn"  # the consume-transform-produce sink (txn_sink.py)
 # finding no in-sync replica alive, may elect one that lacks those writes.
 REPLICATION_CUT_THEN_KILL = {
     "nemesis_profile": "leaders",
+    "fault_targets": ["primaries"],  # the leaders alone, as measured (not the coordinators)
     "partition_shapes": ["isolate-primary-data"],
     "nemesis_overlap": True,  # the kill half an interval into the cut
     "nemesis_interval": 20.0,
@@ -70,6 +71,7 @@ FINDINGS = [
                 # no kills: with a leader per node, "the leaders" are every
                 # broker, and a crash keeps the page cache
                 "nemesis": ["partition"],
+                "partition_shapes": ["isolate-primary"],  # as measured: no coordinators
                 **ENQUEUE_THEN_DRAIN,
                 "system": "kafka",
                 "system_options": {"acks": "1"},
@@ -126,6 +128,9 @@ FINDINGS = [
             "and killed",
             {
                 "nemesis_profile": "leaders",
+                # as measured: the leaders, not the coordinators the profile adds
+                "fault_targets": ["primaries"],
+                "partition_shapes": ["isolate-primary"],
                 **ENQUEUE_THEN_DRAIN,
                 "system": "kafka",
                 "system_options": {"acks": "all"},
@@ -143,6 +148,7 @@ FINDINGS = [
             {
                 "system": "kafka",
                 "nemesis_profile": "leaders",
+                "fault_targets": ["primaries"],  # as measured: no coordinators
                 # one fault at a time: under partitions the share consumers of
                 # confluent-kafka 2.16 stall, and the drain would do all the work
                 "nemesis": ["crash-client", "kill"],

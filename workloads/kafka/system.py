@@ -124,13 +124,17 @@ class KafkaSystem(System):
 
     @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
-        """kafka-acks-all, kafka-acks-all-txn, kafka-acks-1-confluent ..."""
+        """kafka-acks-all, kafka-acks-all-txn, kafka-acks-1-confluent,
+        kafka-acks-all-kip848-confluent ..."""
         txn = ["txn"] if options.get("txn") else []
         client = (
             [options["client"]] if options.get("client", "kafka-python") != "kafka-python" else []
         )
         share = ["share"] if options.get("consumer_mode") == "share" else []
-        return "-".join(["kafka", f"acks-{options.get('acks', 'all')}", *txn, *share, *client])
+        kip848 = ["kip848"] if options.get("group_protocol") == "consumer" else []
+        return "-".join(
+            ["kafka", f"acks-{options.get('acks', 'all')}", *txn, *share, *kip848, *client]
+        )
 
     def config(self) -> dict[str, Any]:
         q, d = self.options, self.db.opts
@@ -145,6 +149,7 @@ class KafkaSystem(System):
             "idempotence": q.idempotence,
             "retries": q.retries,
             "consumer_mode": q.consumer_mode,
+            "group_protocol": q.group_protocol,
             **(
                 {"share_acks": q.share_acks, "share_group": share_group_config(q)}
                 if q.consumer_mode == "share"
@@ -211,6 +216,13 @@ class KafkaSystem(System):
         if self.ctx.sink == TXN_SINK:
             create_topic(self.db, self.output, self.options.partitions)
         self.db.test_topics = self.topics()  # the upgrade's ISR checks, the faults' leaders
+        o = self.options
+        self.db.coordinated = {  # the faults' coordinators
+            "group_id": o.group,
+            "group": self.ctx.consumers > 0,
+            "share": o.consumer_mode == "share",
+            "txn": self.txn or self.ctx.sink == TXN_SINK,
+        }
         if self.options.consumer_mode == "share":
             set_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)
             warm_up_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)

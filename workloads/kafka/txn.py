@@ -35,6 +35,7 @@ from .client import (
     bounded,
     close_producer,
 )
+from .coordinators import TRANSACTIONAL_IDS
 
 RUN_TOKEN = uuid.uuid4().hex[:8]  # transactional ids are unique across runs too
 # A transaction begun right after a commit gets CONCURRENT_TRANSACTIONS on its
@@ -104,10 +105,12 @@ class KafkaTxnClient(KafkaQueueClient):
             _in_background("txn-producer", lambda: close_producer(p, 1.0))
             raise ConnectFailed(f"{self.node}: init_transactions: {describe(e)}") from None
         self._txp = p
+        TRANSACTIONAL_IDS.add(self.transactional_id)  # its coordinator: a fault target
         return p
 
     def _drop_txn_producer(self) -> None:
         p, self._txp = self._txp, None
+        TRANSACTIONAL_IDS.discard(self.transactional_id)
         if p is not None:
             _in_background("txn-producer", lambda: close_producer(p, self.deadline))
 
@@ -128,8 +131,18 @@ class KafkaTxnClient(KafkaQueueClient):
         except Exception as e:  # noqa: BLE001 - the producer is in a bad state
             self._drop_txn_producer()
             return complete(op, "fail", value, f"begin_transaction: {describe(e)}")
+        TRANSACTIONAL_IDS.begin(self.transactional_id)  # the fence fault's choice
+        try:
+            # the completion names its producer: a fence's two producers, in the history
+            value = {**value, "transactional_id": self.transactional_id}
+            return self._in_txn(op, p, value, mops, work_end, abort_end)
+        finally:
+            TRANSACTIONAL_IDS.end(self.transactional_id)
+
+    def _in_txn(self, op: Op, p: KafkaProducer, value, mops, work_end: float, abort_end: float):
 
         why: str | None = None
+        committing = False  # until EndTxn(commit) may have been sent, only an abort can end it
         futures = []
         for mop in mops:
             for msg in mop["msgs"]:
@@ -146,6 +159,7 @@ class KafkaTxnClient(KafkaQueueClient):
         if errors and not why:
             why = f"send: {describe(errors[0])}"
         if not why:
+            committing = True
             finished, err = bounded(p.commit_transaction, work_end - time.monotonic())
             if finished and err is None:
                 return complete(op, "ok", self._filled(value, results))
@@ -159,7 +173,12 @@ class KafkaTxnClient(KafkaQueueClient):
             return complete(op, "fail", value, f"aborted after {why}")
         self._drop_txn_producer()
         after = "no answer in time" if not finished else describe(err)
-        return complete(op, "info", value, f"{why}; abort_transaction: {after}")
+        # Never asked to commit (a fenced producer's sends fail, and so does its
+        # abort): the coordinator can only abort it, on the fence or its timeout.
+        # A commit that failed may have committed (KIP-890: a retried EndTxn
+        # answered "fenced" after the commit was written): unknown.
+        outcome = "info" if committing else "fail"
+        return complete(op, outcome, value, f"{why}; abort_transaction: {after}")
 
     @staticmethod
     def _filled(value: dict, results: list) -> dict:
@@ -179,6 +198,7 @@ class KafkaTxnClient(KafkaQueueClient):
 
     def close(self) -> None:
         p, self._txp = self._txp, None
+        TRANSACTIONAL_IDS.discard(self.transactional_id)
         if p is not None:
             # An open transaction is aborted by the coordinator on its timeout.
             close_producer(p, 2.0)

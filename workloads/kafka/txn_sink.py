@@ -37,6 +37,7 @@ from .client import (
     bounded,
     close_producer,
 )
+from .coordinators import TRANSACTIONAL_IDS
 from .txn import transactional_config
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ class TxnProcessor:
                 _in_background("effects-producer", lambda: close_producer(p, 1.0))
                 raise
             self._producer = p
+            TRANSACTIONAL_IDS.add(self.transactional_id)  # its coordinator: a fault target
         return self._producer
 
     def run(self, ids: list[int], offsets: dict, group, commit: bool = True) -> str | None:
@@ -174,6 +176,7 @@ class TxnProcessor:
         next process, whose init_transactions aborts what this one left open."""
         p, self._producer = self._producer, None
         if p is not None:
+            TRANSACTIONAL_IDS.discard(self.transactional_id)  # the next holder adds it again
             _in_background("effects-producer", lambda: close_producer(p, 1.0))
         if not self._dropped:  # twice would free a seat someone else now holds
             self._dropped = True

@@ -24,6 +24,23 @@ from harness.run.options import RunError, RunOptions
             "their nodes talk on",
         ),
         (["check", "/nonexistent/run"], "no history file"),
+        # a fault a broker cannot take, or a run that has nothing for it to strike
+        (
+            ["test", "--system", "kafka", "--nemesis", "kill,fence"],
+            "--nemesis fence: needs transactional producers: --txn",
+        ),
+        (
+            ["test", "--nemesis", "fence"],
+            "--nemesis fence: rabbitmq's brokers have no producer identities to fence",
+        ),
+        (
+            ["test", "--nemesis", "kill", "--fault-targets", "one,txn-coordinator"],
+            "--fault-targets txn-coordinator: rabbitmq's brokers have no group, transaction",
+        ),
+        (
+            ["test", "--nemesis", "partition", "--partition-shapes", "isolate-coordinator"],
+            "--partition-shapes isolate-coordinator: rabbitmq's brokers have no group",
+        ),
         (["test", "--cluster-file", "/nonexistent.json"], "cannot read"),
         (["test", "--sink", "kafka-txn"], "--sink kafka-txn: an output record committed"),
         (["test", "--acks", "1"], "--acks: an option of --system kafka, not rabbitmq"),
@@ -40,6 +57,24 @@ from harness.run.options import RunError, RunOptions
             ["test", "--system", "kafka", "--consumer-mode", "share"],
             "--consumer-mode share: share groups need --client confluent",
         ),
+        (
+            ["test", "--system", "kafka", "--group-protocol", "consumer"],
+            "--group-protocol consumer: kafka-python speaks only the classic",
+        ),
+        (
+            [
+                "test",
+                "--system",
+                "kafka",
+                "--client",
+                "confluent",
+                "--group-protocol",
+                "consumer",
+                "--consumer-mode",
+                "assign",
+            ],
+            "--group-protocol consumer: a group protocol is a subscribing group's",
+        ),  # fmt: skip
         (
             "test --system kafka --client confluent --consumer-mode share "
             "--share-acks accept=9,drop=1".split(),

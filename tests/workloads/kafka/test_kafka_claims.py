@@ -57,6 +57,15 @@ def test_transactions_claim_read_committed_too():
     assert any("KIP-98" in n and "read_committed" in n for n in notes)
 
 
+def test_the_consumer_protocol_claims_one_owner_per_partition_classic_does_not():
+    kip848 = config(group_protocol="consumer", consumer_mode="subscribe")
+    claims, notes = KafkaSystem.claims_of(kip848)
+    assert claims == ["at-least-once", "per-partition-order", "single-owner"]
+    assert any("KIP-848" in n and "KAFKA-16147" in n for n in notes)
+    classic = config(group_protocol="classic", consumer_mode="subscribe")
+    assert "single-owner" not in KafkaSystem.claims_of(classic)[0]
+
+
 def test_kafka_never_claims_at_most_once_and_rows_stay_per_system():
     for c in (config(), config(acks="1", idempotence=False), config(txn=True)):
         assert "at-most-once" not in KafkaSystem.claims_of(c)[0]

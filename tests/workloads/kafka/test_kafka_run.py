@@ -47,27 +47,47 @@ def completions(ops, f, typ):
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path, client):
     """The same workload, seed and faults on each client engine: both write
-    the same kind of history, and both are judged to hold."""
+    the same kind of history, and both are judged to hold; confluent's
+    group speaks KIP-848's consumer protocol (kafka-python's, the classic).
+    The faults strike the group's coordinator, found as the broker finds it:
+    killed, and cut off from the other brokers."""
+    protocol = {"kafka-python": "classic", "confluent": "consumer"}[client]
     run_dir, doc = run(
         state,
         tmp_path,
-        {"acks": "all", "idempotence": True, "client": client},
+        {"acks": "all", "idempotence": True, "client": client, "group_protocol": protocol},
         # seed 11 kills first; a kill slowed by SSH under load (3 s to start,
         # 1.5 s to stop) pushed the partition past a 15 s main phase
         time_limit=20,
         nemesis=["partition", "kill"],
         nemesis_interval=4,
+        fault_targets=["group-coordinator"],
+        partition_shapes=["isolate-coordinator"],
         seed=11,
     )
     ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
     assert {"start-partition", "start-kill"} <= fault_kinds(ops)
+    # the coordinator was named by the brokers, not guessed
+    aimed = [op["value"] for op in ops if op["process"] == "nemesis" and op["type"] == "info"]
+    kills = [v for v in aimed if isinstance(v, dict) and v.get("target") == "group-coordinator"]
+    cuts = [v for v in aimed if isinstance(v, dict) and v.get("shape") == "isolate-coordinator"]
+    assert kills and cuts and all(v["nodes"] for v in kills)
+    assert any("fallback" not in v for v in kills) and any("coordinators" in v for v in cuts)
     test = json.loads((run_dir / "test.json").read_text())
-    assert (
-        test["name"]
-        == {"kafka-python": "kafka-acks-all", "confluent": "kafka-acks-all-confluent"}[client]
-    )
+    names = {"kafka-python": "kafka-acks-all", "confluent": "kafka-acks-all-kip848-confluent"}
+    assert test["name"] == names[client]
     assert test["config"]["client"] == client
-    assert test["claims"] == ["at-least-once", "per-partition-order", "broker-agrees"]
+    assert test["config"]["group_protocol"] == protocol
+    single = ["single-owner"] if protocol == "consumer" else []
+    assert test["claims"] == ["at-least-once", "per-partition-order", *single, "broker-agrees"]
+    # one owner per partition: judged on both, claimed under KIP-848's protocol
+    # (where partitions moved between members: kafka-python's rejoining
+    # members may get their own partitions back, and nothing changes hands)
+    assert "double-ownership" in doc["counts"]
+    if single:
+        assert doc["counts"]["group-handovers"] > 0
+        assert doc["properties"]["single-owner"]["valid"] is True
+        assert doc["counts"]["double-ownership"] == 0
     oks = completions(ops, "send", "ok")
     assert oks and all(
         isinstance(m["partition"], int) and isinstance(m["offset"], int)
@@ -145,17 +165,55 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(st
 
 
 def test_transactions_under_kills_are_checked(state, tmp_path):
+    """Transactional producers under kills of their transaction coordinator
+    (or of any broker) and zombie fencing: another producer takes the
+    transactional id of one inside a transaction; the fenced transaction
+    fails, and nothing it wrote is read."""
     run_dir, doc = run(
         state,
         tmp_path,
         {"txn": True, "send_batch": 3},
         time_limit=20,
-        nemesis=["kill"],
-        nemesis_interval=5,
+        nemesis=["kill", "fence"],
+        nemesis_interval=3,
+        fault_targets=["txn-coordinator"],
         seed=3,
     )
     ops = list(read_history(run_dir / "history.jsonl"))
-    assert "start-kill" in fault_kinds(ops)
+    assert {"start-kill", "start-fence"} <= fault_kinds(ops)
+    nemesis = [op["value"] for op in ops if op["process"] == "nemesis" and op["value"]]
+    kills = [v for v in nemesis if v.get("target") == "txn-coordinator"]
+    assert kills and all(len(v["nodes"]) == 1 for v in kills)  # one coordinator at a time
+    assert any("fallback" not in v for v in kills)
+    # the fence: a producer of the nemesis took over the id of one inside a
+    # transaction; that producer's transaction then failed or ended unknown
+    # (on its commit or its next sends), and no transaction it had begun
+    # before the fence completed ok after it
+    fence_ops = [op for op in ops if op["f"] == "start-fence"]
+    taken = {}
+    for began, done in zip(fence_ops[::2], fence_ops[1::2], strict=True):
+        v = done["value"]
+        if v["fenced"] is True and v["in-transaction"]:
+            taken[v["transactional-id"]] = (began["index"], done["index"])
+    assert taken
+    invoked = {}
+    fenced, zombie = [], []
+    for op in ops:
+        if op["f"] != "txn":
+            continue
+        if op["type"] == "invoke":
+            invoked[op["process"]] = op["index"]
+            continue
+        tid = (op["value"] or {}).get("transactional_id")
+        if tid not in taken:
+            continue
+        began, done = taken[tid]
+        if op["type"] != "ok" and op["index"] > began:
+            fenced.append(op)
+        if op["type"] == "ok" and invoked[op["process"]] < done < op["index"]:
+            zombie.append(op)
+    assert fenced and not zombie
+    print(f"taken over {sorted(taken)}:", *(op["error"] for op in fenced), sep="\n")
     assert completions(ops, "txn", "ok")
     assert not completions(ops, "send", "invoke")  # producers only run transactions
     test = json.loads((run_dir / "test.json").read_text())

@@ -1,0 +1,60 @@
+"""Where Kafka keeps a coordinator (workloads/kafka/coordinators.py): the
+broker's own hash of the key; the expected hashes are what jshell (OpenJDK
+17) printed for `"...".hashCode()`."""
+
+import uuid
+
+from workloads.kafka.coordinators import (
+    TRANSACTIONAL_IDS,
+    coordinator_keys,
+    java_hash,
+    partition_for,
+    topic_id_text,
+)
+
+
+def test_the_hash_is_javas_string_hashcode():
+    assert java_hash("") == 0
+    assert java_hash("hello") == 99162322  # "hello".hashCode()
+    assert java_hash("polygenelubricants") == -2147483648  # Integer.MIN_VALUE
+    assert java_hash("queuecheck") == 1925107351
+    assert java_hash("é😀") == 1996812  # over UTF-16 code units: jshell said so
+
+
+def test_a_key_maps_to_the_partition_the_broker_computes():
+    # Utils.abs(hashCode) % n, with abs(MIN_VALUE) = 0
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("hello", 50) == 99162322 % 50
+    assert partition_for("queuecheck", 50) == 1925107351 % 50
+
+
+def test_share_keys_name_group_topic_id_and_partition_as_kafka_prints_them():
+    tid = uuid.UUID(bytes=bytes(range(16)))
+    assert topic_id_text(tid) == "AAECAwQFBgcICQoLDA0ODw"  # Uuid.toString: url-safe, unpadded
+
+    class Admin:
+        def describe_topics(self, topics):
+            return [
+                {
+                    "name": t,
+                    "topic_id": tid,
+                    "partitions": [{"partition_index": 0}, {"partition_index": 1}],
+                }
+                for t in topics
+            ]
+
+    keys = coordinator_keys(("group", "share", "txn"), "g", ["tx-1"], ["t"], Admin())
+    assert keys == {
+        "group": ["g"],
+        "txn": ["tx-1"],
+        "share": ["g:AAECAwQFBgcICQoLDA0ODw:0", "g:AAECAwQFBgcICQoLDA0ODw:1"],
+    }
+
+
+def test_transactional_ids_in_use_are_what_producers_hold_now():
+    TRANSACTIONAL_IDS.add("queuecheck-x-1")
+    TRANSACTIONAL_IDS.add("queuecheck-x-2")
+    TRANSACTIONAL_IDS.discard("queuecheck-x-1")
+    assert "queuecheck-x-2" in TRANSACTIONAL_IDS.now()
+    assert "queuecheck-x-1" not in TRANSACTIONAL_IDS.now()
+    TRANSACTIONAL_IDS.discard("queuecheck-x-2")
