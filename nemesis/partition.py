@@ -98,18 +98,12 @@ class PartitionNemesis:
         shape = rng.choice(self.shapes)
         if shape not in AIMED_SHAPES:
             return (*random_grudge([shape], names, rng), {})
-        if shape in COORDINATOR_SHAPES:
-            chosen, picked = pick("coordinators", self.nodes, rng, self.db)
-            note = {k: v for k, v in picked.items() if k == "fallback"} or {
-                "coordinators": picked["nodes"]
-            }
-            lone = rng.choice(chosen).name
-            return shape, isolated(names, lone), {**note, "isolated": lone}
-        chosen, picked = pick("primaries", self.nodes, rng, self.db)
+        target = "coordinators" if shape in COORDINATOR_SHAPES else "primaries"
+        chosen, picked = pick(target, self.nodes, rng, self.db)
         if "fallback" in picked:
             note = {"fallback": picked["fallback"]}
         else:
-            note = {"primaries": picked["nodes"]}
+            note = {target: picked["nodes"]}
         if shape == "isolate-replica":
             others = [n for n in names if n not in picked["nodes"]]
             if "fallback" in picked or not others:  # nobody named, or every node leads

@@ -43,7 +43,7 @@ AIMED: dict[str, tuple[type, str, Callable[[Any], list[str]]]] = {
 TARGETS = ("one", "minority", "majority", "all", *AIMED)
 # A run's producers hash their ids over every broker: all their coordinators
 # would be a whole-cluster fault. These strike one of the nodes named.
-ONE_OF_NAMED = ("group-coordinator", "txn-coordinator", "share-coordinator", "coordinators")
+ONE_OF_NAMED = tuple(t for t, (capability, _, _) in AIMED.items() if capability is Coordinators)
 
 
 @dataclass

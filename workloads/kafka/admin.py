@@ -169,8 +169,7 @@ def partition_leaders(bootstrap: str, topics: list[str], timeout: float = 5.0) -
     in the metadata of the brokers at `bootstrap`; raises when none answers."""
     admin = quick_admin(bootstrap, timeout, "queuecheck-leaders")
     try:
-        brokers = admin.describe_cluster()["brokers"]
-        hosts = {b["broker_id"]: f"{b['host']}:{b['port']}" for b in brokers}
+        hosts = broker_hosts(admin)
         led = {
             p.get("leader_id", -1)
             for info in admin.describe_topics(topics)
@@ -178,7 +177,17 @@ def partition_leaders(bootstrap: str, topics: list[str], timeout: float = 5.0) -
         }
     finally:
         admin.close()
-    return {b: hosts.get(b, "") for b in sorted(led) if b >= 0}
+    return named_brokers(led, hosts)
+
+
+def broker_hosts(admin: Admin) -> dict[int, str]:
+    """{broker id: "host:port"} as the cluster describes its brokers."""
+    return {b["broker_id"]: f"{b['host']}:{b['port']}" for b in admin.describe_cluster()["brokers"]}
+
+
+def named_brokers(ids: set[int], hosts: dict[int, str]) -> dict[int, str]:
+    """{broker id: "host:port"} of `ids`, in order; -1 (no leader) left out."""
+    return {b: hosts.get(b, "") for b in sorted(ids) if b >= 0}
 
 
 def leaderless(bootstrap: str, topics: list[str], timeout: float = 5.0) -> list[str]:

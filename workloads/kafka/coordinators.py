@@ -26,7 +26,7 @@ from kafka import KafkaProducer
 
 from ..client import describe
 from ..db import first_answer
-from .admin import quick_admin
+from .admin import broker_hosts, named_brokers, quick_admin
 
 INTERNAL_TOPICS = {
     "group": "__consumer_offsets",
@@ -108,9 +108,7 @@ def coordinator_leaders(
     none answers."""
     admin = quick_admin(bootstrap, timeout, "queuecheck-coordinators")
     try:
-        hosts = {
-            b["broker_id"]: f"{b['host']}:{b['port']}" for b in admin.describe_cluster()["brokers"]
-        }
+        hosts = broker_hosts(admin)
         keys = coordinator_keys(kinds, group, transactional_ids, share_topics, admin)
         wanted = [INTERNAL_TOPICS[k] for k in kinds if keys.get(k)]
         infos = admin.describe_topics(wanted) if wanted else []
@@ -128,7 +126,7 @@ def coordinator_leaders(
         for key in keys.get(kind, []):
             if by_partition:
                 led.add(by_partition.get(partition_for(key, len(by_partition)), -1))
-    return {b: hosts.get(b, "") for b in sorted(led) if b >= 0}
+    return named_brokers(led, hosts)
 
 
 def coordinator_keys(
