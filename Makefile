@@ -10,8 +10,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 LOGS := .state/logs
-# Debian packages the project drives: a JRE for Spark and Kafka, maven to fetch
-# Kafka's jars, sshd + iptables + iproute2 for the namespace cluster, RabbitMQ,
+# Debian packages the project drives: a JRE for Spark and Kafka, a JDK to build
+# the Java client engine (--client java), maven to fetch Kafka's jars, sshd +
+# iptables + iproute2 for the namespace cluster, RabbitMQ,
 # chromium to test report.html as a person sees it, PostgreSQL for --sink-db postgres,
 # fuse3 for lazyfs (the power-loss fault's file system),
 # docker.io (dockerd, containerd, runc, tini as docker-init) and mmdebstrap for
@@ -19,7 +20,7 @@ LOGS := .state/logs
 # image is built from Debian's mirror with mmdebstrap, no registry needed. On a
 # machine with systemd the package's own daemon is masked before it installs: it
 # would set the host's iptables FORWARD policy to DROP and cut the namespace cluster.
-APT_PACKAGES := default-jre-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql docker.io mmdebstrap fuse3
+APT_PACKAGES := default-jre-headless openjdk-17-jdk-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql docker.io mmdebstrap fuse3
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
@@ -56,9 +57,10 @@ $(PIP_STAMP): pyproject.toml $(APT_STAMP)
 	@touch $@
 
 # Kafka's broker + CLI jars from Maven Central, cached in .state/kafka/<version>/libs
-# (a no-op once there).
+# (a no-op once there), and the Java client engine built against them.
 kafka-jars: setup
 	$(call step,Kafka jars from Maven Central,kafka-jars,$(BIN)/python -m workloads.kafka.dist)
+	$(call step,the Java client engine (javac),java-client,$(BIN)/python -m workloads.kafka.jvm)
 
 demo: setup kafka-jars
 	$(BIN)/queuecheck demo

@@ -44,6 +44,7 @@ class RunContext:
     op_timeout: float
     consumers: int  # consumer processes (slots)
     data_base: str  # where brokers keep their data on the nodes
+    producers: int = 0  # producer processes (slots)
     sink: str | None = None
     sink_db: str | None = None
     existing: Existing | None = None  # brokers someone else runs (the cluster file says)

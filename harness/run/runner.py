@@ -86,6 +86,7 @@ def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
         nodes=nodes,
         op_timeout=opts.op_timeout,
         consumers=opts.consumers,
+        producers=opts.concurrency - opts.consumers,
         data_base=opts.data_base(),
         sink=opts.sink,
         sink_db=opts.sink_db,

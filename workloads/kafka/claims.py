@@ -57,6 +57,22 @@ CLAIMS: list[Row] = [
         "committed transactional records, never aborted ones",
     ),
     (
+        lambda c: c["txn"] and _speaks(c, 1) and _finalized(c) >= 2,
+        (),
+        "transactions v1: the brokers finalized transaction.version 2 (KIP-890), but this "
+        "client speaks v1 (kafka-python's EndTxn stops at v3; librdkafka has no v2, "
+        "confluentinc/librdkafka#5423): the verdict describes the old protocol, not what a "
+        "Java application on these brokers speaks (--client java)",
+    ),
+    (
+        lambda c: c["txn"] and _speaks(c, 2),
+        (),
+        "transactions v2 (KIP-890, on by default in Kafka 4.0): the coordinator bumps the "
+        "producer epoch at every commit or abort and writes the markers itself, so a "
+        "delayed EndTxn or a late write of an ended transaction is fenced rather than "
+        "landing in the next one",
+    ),
+    (
         lambda c: True,
         (),
         "no at-most-once claim: a consumer group that commits after processing redelivers "
@@ -64,6 +80,14 @@ CLAIMS: list[Row] = [
         "the partition (Kafka docs, 'Message Delivery Semantics')",
     ),
 ]
+
+
+def _speaks(c: Config, version: int) -> bool:
+    return (c.get("transaction_version") or {}).get("spoken") == version
+
+
+def _finalized(c: Config) -> int:
+    return (c.get("transaction_version") or {}).get("finalized") or 0
 
 
 def _durable(c: Config) -> bool:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -60,7 +61,8 @@ from .segments import read_value, record_value
 log = logging.getLogger(__name__)
 
 ACKS = ("0", "1", "all")
-CLIENTS = ("kafka-python", "confluent")  # the engines: pure Python, librdkafka
+# the engines: pure Python, librdkafka, Apache kafka-clients (one JVM per client)
+CLIENTS = ("kafka-python", "confluent", "java")
 CONSUMER_MODES = ("subscribe", "assign", "share")  # share: a share group (KIP-932)
 GROUP_PROTOCOLS = ("classic", "consumer")  # consumer: KIP-848's, GA in Kafka 4.0
 ACK_TYPES = ("accept", "release", "reject")  # a share consumer's acknowledgements
@@ -98,8 +100,14 @@ class KafkaQueueOptions:
     topic: str = "queuecheck"
     client: str = option(
         "kafka-python",
-        "Kafka client engine: kafka-python, or confluent (confluent-kafka, librdkafka)",
+        "Kafka client engine: kafka-python, confluent (confluent-kafka, librdkafka), or java "
+        "(Apache kafka-clients, one JVM per client)",
         choices=CLIENTS,
+    )
+    client_version: str | None = option(
+        None,
+        "--client java: the kafka-clients version (jars from Maven Central)",
+        shown_default="the brokers' --kafka-version",
     )
     partitions: int = option(3, "topic partitions", range=AT_LEAST_ONE)
     acks: str = option("all", "producer acks", choices=ACKS)
@@ -119,7 +127,7 @@ class KafkaQueueOptions:
     group_protocol: str = option(
         "classic",
         "consumer group rebalance protocol: classic, or consumer (KIP-848: the broker "
-        "assigns, no client-side timeouts; --client confluent)",
+        "assigns, no client-side timeouts; --client confluent or java)",
         choices=GROUP_PROTOCOLS,
     )
     share_acks: str = option(
@@ -151,8 +159,8 @@ class KafkaQueueOptions:
     def __post_init__(self) -> None:
         self.acks = str(self.acks)
         check_values(self)
-        if self.txn and self.client != "kafka-python":
-            raise ValueError("--txn: transactions run on --client kafka-python only")
+        if self.txn and self.client == "confluent":
+            raise ValueError("--txn: transactions run on --client kafka-python or java")
         if self.txn and self.idempotence is False:
             raise ValueError("--txn: transactions need the idempotent producer")
         if self.idempotence is None:
@@ -169,12 +177,22 @@ class KafkaQueueOptions:
             if self.client == "kafka-python":
                 raise ValueError(
                     "--group-protocol consumer: kafka-python speaks only the classic "
-                    "protocol (dpkp/kafka-python#3000); use --client confluent"
+                    "protocol (dpkp/kafka-python#3000); use --client confluent or java"
                 )
             if self.consumer_mode != "subscribe":
                 raise ValueError(
                     f"--group-protocol consumer: a group protocol is a subscribing group's, "
                     f"not --consumer-mode {self.consumer_mode}'s"
+                )
+        if self.client_version is not None:
+            if self.client != "java":
+                raise ValueError(
+                    f"--client-version: the version of the Java client, not of {self.client}'s "
+                    "(use --client java)"
+                )
+            if not re.fullmatch(r"\d+\.\d+\.\d+", self.client_version):
+                raise ValueError(
+                    f"--client-version: {self.client_version!r} is not a version like 4.3.1"
                 )
         if self.consumer_mode == "share":
             if self.client != "confluent":

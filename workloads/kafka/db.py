@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.nodes.remote import Remote, RemoteError
-from harness.options import AT_LEAST_ONE, DEFAULT_STATE, check_values, option
+from harness.options import AT_LEAST_ONE, DEFAULT_STATE, Range, check_values, option
 
 from ..capabilities import (
     BrokerState,
@@ -81,6 +81,13 @@ class KafkaOptions:
         "(Kafka's default: never, leaving it to the OS and to replication)",
         shown_default="Kafka's",
         range=AT_LEAST_ONE,
+    )
+    transaction_version: int | None = option(
+        None,
+        "the transaction.version feature finalized when the cluster is formatted: 1, or 2 "
+        "(KIP-890's transactions v2, which the Java client speaks)",
+        shown_default="the release's: 2 on 4.x",
+        range=Range(1, 2),
     )
     lazyfs: bool = option(
         False,
@@ -351,9 +358,14 @@ class Kafka(
         node.run(
             f"{self.java(node, '256m')} kafka.tools.StorageTool format "
             f"--config {d}/etc/server.properties --cluster-id {self.cluster_id} "
-            f">> {d}/log/format.out 2>&1",
+            f"{self.feature_flags()}>> {d}/log/format.out 2>&1",
             timeout=120,
         )
+
+    def feature_flags(self) -> str:
+        """StorageTool's --feature settings for the levels the run chose."""
+        tv = self.opts.transaction_version
+        return f"--feature transaction.version={tv} " if tv is not None else ""
 
     def start(self, node: Remote) -> None:
         """Starts the broker in the background; its pid lands in the pidfile."""

@@ -49,6 +49,26 @@ MATRIX = [
             "system_options": {"acks": "all", "txn": True, "send_batch": 20},
         },
     ),
+    *(
+        Preset(
+            f"kafka-transactions-java-v{tv}",
+            f"Kafka transactional producers on the Java client, transactions v{tv} "
+            f"(transaction.version={tv}{', KIP-890' if tv == 2 else ''}), read_committed "
+            "consumers, dedupe sink",
+            {
+                "system": "kafka",
+                "sink": "dedupe",
+                "rate": 5.0,
+                "system_options": {
+                    "acks": "all",
+                    "txn": True,
+                    "client": "java",
+                    "transaction_version": tv,
+                },
+            },
+        )
+        for tv in (1, 2)
+    ),
     Preset(
         "kafka-share-dedupe",
         "Kafka share group (KIP-932): records acquired, the effect, then accepted "

@@ -1,10 +1,11 @@
-"""Kafka as a System: KRaft brokers (db.py), kafka-python or confluent-kafka
-clients (client.py, confluent.py, txn.py), its own consume-transform-produce
+"""Kafka as a System: KRaft brokers (db.py), kafka-python, confluent-kafka or
+Java clients (client.py, confluent.py, java.py, txn.py), its own consume-transform-produce
 sink (txn_sink.py), its claims (claims.py), and its demo, matrix and
 findings presets (presets.py)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
@@ -27,12 +28,31 @@ from .confluent import ConfluentQueueClient, PolledProducer, close_polled, produ
 from .db import Kafka, KafkaOptions, kafka_class
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
+from .java import START_WAIT, JavaQueueClient, JavaTxnClient, close_worker, start_worker
+from .java import producer_config as java_producer_config
+from .jvm import end_all, prestart
 from .presets import PRESETS, TXN_SINK
 from .share import ShareQueueClient, set_share_group, share_group_config, warm_up_share_group
 from .txn import KafkaTxnClient
 
 if TYPE_CHECKING:
     from harness.nodes.existing import Existing
+
+log = logging.getLogger(__name__)
+
+
+def client_version(q: KafkaQueueOptions) -> str:
+    """The version of the client library the engine drives."""
+    if q.client == "java":
+        return f"kafka-clients {q.client_version}"
+    if q.client == "confluent":
+        import confluent_kafka
+
+        ck, rd = confluent_kafka.version()[0], confluent_kafka.libversion()[0]
+        return f"confluent-kafka {ck}, librdkafka {rd}"
+    import kafka
+
+    return f"kafka-python {kafka.__version__}"
 
 
 class KafkaSystem(System):
@@ -86,6 +106,8 @@ class KafkaSystem(System):
             q_opts = replace(q_opts, topic=own, group=own)
         else:
             self.db = kafka_class(db_opts)(ctx.nodes, db_opts)
+        if q_opts.client == "java" and q_opts.client_version is None:
+            q_opts = replace(q_opts, client_version=db_opts.version)  # the brokers' own
         self.options = q_opts
         self.queue = self.options.topic
         self.output = f"{self.queue}-effects"  # the kafka-txn sink's topic
@@ -96,9 +118,14 @@ class KafkaSystem(System):
             self._pool = ProducerPool(
                 self._make_polled_producer, linger=ctx.op_timeout, close=close_polled
             )
+        elif self.options.client == "java":
+            self._pool = ProducerPool(
+                self._make_java_producer, linger=ctx.op_timeout, close=close_worker
+            )
         else:
             self._pool = ProducerPool(self._make_producer, linger=ctx.op_timeout)
         self._shares = Shares(ctx.consumers)  # assign mode: partitions split among consumers
+        self.finalized: dict[str, Any] | None = None  # the brokers' feature levels, once read
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> Kafka:
@@ -144,6 +171,7 @@ class KafkaSystem(System):
             **self.sink_config(),
             "topic": q.topic,
             "client": q.client,
+            "client_version": client_version(q),
             "partitions": q.partitions,
             "acks": q.acks,
             "idempotence": q.idempotence,
@@ -156,6 +184,7 @@ class KafkaSystem(System):
                 else {}
             ),
             "txn": q.txn,
+            **({"transaction_version": self.transaction_version()} if self.transacts() else {}),
             "read_committed": q.read_committed,
             "send_batch": q.send_batch,
             "replication_factor": found.get("replication_factor", d.replication_factor),
@@ -165,6 +194,22 @@ class KafkaSystem(System):
             ),
             **({"settings": "read from the brokers"} if found else {}),
         }
+
+    def transacts(self) -> bool:
+        return self.txn or self.ctx.sink == TXN_SINK
+
+    def transaction_version(self) -> dict[str, Any]:
+        """The brokers' finalized transaction.version (read at prepare) and
+        the one the clients speak: kafka-python's EndTxn stops at v3, before
+        KIP-890's v2; the Java client speaks v2 where it is finalized (each
+        txn completion says what it spoke)."""
+        level = (self.finalized or {}).get("transaction.version")
+        finalized = int(level) if level is not None and str(level).isdigit() else None
+        if self.options.client != "java" or self.ctx.sink == TXN_SINK:
+            spoken = 1
+        else:
+            spoken = None if finalized is None else min(finalized, 2) or 1
+        return {"finalized": finalized, "spoken": spoken}
 
     def record(self) -> dict[str, Any]:
         return {
@@ -194,6 +239,14 @@ class KafkaSystem(System):
         )
         return PolledProducer({**cfg, "client.id": f"queuecheck-{name}"})
 
+    def _make_java_producer(self, name: str):
+        cfg = java_producer_config(
+            self.options, self.bootstrap(self._by_name[name]), self.ctx.op_timeout
+        )
+        cfg["client.id"] = f"queuecheck-{name}"
+        version = self.options.client_version
+        return start_worker("producer", cfg, version, f"producer-{name}", START_WAIT)
+
     def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
         kw = {
             "deadline": self.ctx.op_timeout,
@@ -202,16 +255,25 @@ class KafkaSystem(System):
             "sink": sink,
         }
         if self.options.txn:
-            return KafkaTxnClient(node.name, self.bootstrap(node), self.options, **kw)
+            txn = JavaTxnClient if self.options.client == "java" else KafkaTxnClient
+            return txn(node.name, self.bootstrap(node), self.options, **kw)
         if self.options.consumer_mode == "share":
             engine = ShareQueueClient
         elif self.options.client == "confluent":
             engine = ConfluentQueueClient
+        elif self.options.client == "java":
+            engine = JavaQueueClient
         else:
             engine = KafkaQueueClient
         return engine(node.name, self.bootstrap(node), self.options, self._pool, **kw)
 
     def prepare(self) -> None:
+        if self.options.client == "java":
+            # the Java clients' JVMs start now, while the topic is made, not in
+            # the first ops: one producer a node (one a process with --txn)
+            producers = self.ctx.producers if self.txn else len(self.ctx.nodes)
+            prestart(self.options.client_version, "producer", producers)
+            prestart(self.options.client_version, "consumer", self.ctx.consumers)
         create_topic(self.db, self.queue, self.options.partitions)
         if self.ctx.sink == TXN_SINK:
             create_topic(self.db, self.output, self.options.partitions)
@@ -228,6 +290,11 @@ class KafkaSystem(System):
             warm_up_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)
         if self.ctx.existing:
             self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
+        if self.transacts() and not self.ctx.existing:  # (an existing cluster: not asked yet)
+            try:
+                self.finalized = self.db.finalized()  # which transaction protocol they offer
+            except DBError as e:
+                log.warning("the brokers' feature levels could not be read: %s", e)
         warm_up(
             self.db,
             self.options,
@@ -255,6 +322,11 @@ class KafkaSystem(System):
         return not self.ctx.existing and bool(self.db.opts.upgrade_to)
 
     def cleanup(self) -> None:
+        if self.options.client == "java":
+            # every client process of the run ends with it: closed by now, or killed
+            killed = end_all(grace=5.0)
+            if killed:
+                log.info("killed %d Java client processes that outlived their clients", killed)
         if self.ctx.existing:
             remove_topics(self.db.bootstrap(), self.topics(), [self.options.group])
 

@@ -133,11 +133,22 @@ class KafkaTxnClient(KafkaQueueClient):
             return complete(op, "fail", value, f"begin_transaction: {describe(e)}")
         TRANSACTIONAL_IDS.begin(self.transactional_id)  # the fence fault's choice
         try:
-            # the completion names its producer: a fence's two producers, in the history
-            value = {**value, "transactional_id": self.transactional_id}
+            # the completion names its producer (a fence's two producers meet in
+            # the history) and the transaction protocol its client spoke
+            value = {
+                **value,
+                "transactional_id": self.transactional_id,
+                "transaction_version": self._transaction_version(p),
+            }
             return self._in_txn(op, p, value, mops, work_end, abort_end)
         finally:
             TRANSACTIONAL_IDS.end(self.transactional_id)
+
+    @staticmethod
+    def _transaction_version(p) -> int:
+        """kafka-python's EndTxn stops at v3, before KIP-890's transactions
+        v2: it speaks v1 whatever the brokers finalized."""
+        return 1
 
     def _in_txn(self, op: Op, p: KafkaProducer, value, mops, work_end: float, abort_end: float):
 

@@ -10,6 +10,7 @@ from harness.history import read_history
 from harness.run.options import RunOptions
 from harness.run.runner import Run
 from tests.clusters import own_cluster
+from workloads.kafka.jvm import live_pids
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +45,16 @@ def completions(ops, f, typ):
     return [op for op in ops if op["f"] == f and op["type"] == typ and op["process"] != "nemesis"]
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+@pytest.mark.parametrize("client", ["kafka-python", "confluent", "java"])
 def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path, client):
-    """The same workload, seed and faults on each client engine: both write
-    the same kind of history, and both are judged to hold; confluent's
-    group speaks KIP-848's consumer protocol (kafka-python's, the classic).
+    """The same workload, seed and faults on each client engine: all write
+    the same kind of history, and all are judged to hold; confluent's and
+    the Java client's groups speak KIP-848's consumer protocol (kafka-python's,
+    the classic). The Java engine's clients are JVMs of their own, each gone
+    with the run.
     The faults strike the group's coordinator, found as the broker finds it:
     killed, and cut off from the other brokers."""
-    protocol = {"kafka-python": "classic", "confluent": "consumer"}[client]
+    protocol = {"kafka-python": "classic", "confluent": "consumer", "java": "consumer"}[client]
     run_dir, doc = run(
         state,
         tmp_path,
@@ -74,9 +77,21 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     assert kills and cuts and all(v["nodes"] for v in kills)
     assert any("fallback" not in v for v in kills) and any("coordinators" in v for v in cuts)
     test = json.loads((run_dir / "test.json").read_text())
-    names = {"kafka-python": "kafka-acks-all", "confluent": "kafka-acks-all-kip848-confluent"}
+    names = {
+        "kafka-python": "kafka-acks-all",
+        "confluent": "kafka-acks-all-kip848-confluent",
+        "java": "kafka-acks-all-kip848-java",
+    }
     assert test["name"] == names[client]
     assert test["config"]["client"] == client
+    spoke = {
+        "kafka-python": "kafka-python ",
+        "confluent": "librdkafka ",
+        "java": "kafka-clients 4.",
+    }
+    assert spoke[client] in test["config"]["client_version"]
+    if client == "java":  # every client process was the run's, and ended with it
+        assert not live_pids()
     assert test["config"]["group_protocol"] == protocol
     single = ["single-owner"] if protocol == "consumer" else []
     assert test["claims"] == ["at-least-once", "per-partition-order", *single, "broker-agrees"]
@@ -164,15 +179,20 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(st
     print("\nshare group:", {k: v for k, v in counts.items() if k.startswith("share")})
 
 
-def test_transactions_under_kills_are_checked(state, tmp_path):
+@pytest.mark.parametrize("client", ["kafka-python", "java"])
+def test_transactions_under_kills_are_checked(state, tmp_path, client):
     """Transactional producers under kills of their transaction coordinator
     (or of any broker) and zombie fencing: another producer takes the
     transactional id of one inside a transaction; the fenced transaction
-    fails, and nothing it wrote is read."""
+    fails, and nothing it wrote is read. The brokers finalize transactions
+    v2 (KIP-890: the 4.x default; asked for by name on the Java run): the
+    Java client speaks it, kafka-python speaks v1, and each txn completion
+    and test.json say so, as does a claim note on the v1 run."""
+    tv = {"transaction_version": 2} if client == "java" else {}
     run_dir, doc = run(
         state,
         tmp_path,
-        {"txn": True, "send_batch": 3},
+        {"txn": True, "send_batch": 3, "client": client, **tv},
         time_limit=20,
         nemesis=["kill", "fence"],
         nemesis_interval=3,
@@ -218,6 +238,16 @@ def test_transactions_under_kills_are_checked(state, tmp_path):
     assert not completions(ops, "send", "invoke")  # producers only run transactions
     test = json.loads((run_dir / "test.json").read_text())
     assert "read-committed" in test["claims"]
+    spoken = {"kafka-python": 1, "java": 2}[client]
+    assert test["config"]["transaction_version"] == {"finalized": 2, "spoken": spoken}
+    said = {
+        (op["value"] or {}).get("transaction_version")
+        for op in ops
+        if op["f"] == "txn" and op["type"] == "ok"
+    }
+    assert said == {spoken}  # every committed transaction spoke it, as its client said
+    notes = " ".join(test["claim_notes"])
+    assert f"transactions v{spoken}" in notes
     results = json.loads((run_dir / "results.json").read_text())
     assert {"at-least-once", "at-most-once"} <= set(results["properties"])
     assert doc["counts"]["aborted-read"] == 0
