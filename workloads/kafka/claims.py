@@ -50,11 +50,18 @@ CLAIMS: list[Row] = [
         "expired); KAFKA-16147 was a partition assigned to two members at once",
     ),
     (
-        lambda c: c["txn"],
+        lambda c: c["txn"] and c.get("read_committed", True),  # (always, before the option)
         ("read-committed",),
         "KIP-98 / Kafka docs 'Message Delivery Semantics': a transaction's writes to many "
         "partitions are atomic; consumers with isolation.level=read_committed read only "
         "committed transactional records, never aborted ones",
+    ),
+    (
+        lambda c: c["txn"] and not c.get("read_committed", True),
+        (),
+        "no read-committed claim: consumers with isolation.level=read_uncommitted are handed "
+        "transactional records before their transaction ends, aborted ones too (Kafka docs, "
+        "consumer config 'isolation.level')",
     ),
     (
         lambda c: c["txn"] and _speaks(c, 1) and _finalized(c) >= 2,

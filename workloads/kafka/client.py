@@ -64,7 +64,8 @@ ACKS = ("0", "1", "all")
 # the engines: pure Python, librdkafka, Apache kafka-clients (one JVM per client)
 CLIENTS = ("kafka-python", "confluent", "java")
 CONSUMER_MODES = ("subscribe", "assign", "share")  # share: a share group (KIP-932)
-GROUP_PROTOCOLS = ("classic", "consumer")  # consumer: KIP-848's, GA in Kafka 4.0
+GROUP_PROTOCOLS = ("classic", "consumer")
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")  # consumer: KIP-848's, GA in Kafka 4.0
 ACK_TYPES = ("accept", "release", "reject")  # a share consumer's acknowledgements
 DRAIN_CHUNK = 1000
 
@@ -143,7 +144,21 @@ class KafkaQueueOptions:
     )
     group: str = "queuecheck"
     txn: bool = option(False, "transactional producers (txn ops), read_committed consumers")
-    read_committed: bool = False  # consumers' isolation level (always, with txn)
+    isolation_level: str | None = option(
+        None,
+        "the consumers' isolation.level (the final drain of a transactional run always "
+        "reads committed data: it is the check's reader, not the application's)",
+        choices=ISOLATION_LEVELS,
+        shown_default="read_committed with --txn, else read_uncommitted",
+    )
+    txn_abort: float = option(
+        0.0,
+        "--txn: the share of transactions the producer aborts itself once their sends "
+        "are acknowledged (each then ends fail: its records are in the log, never to be "
+        "read committed)",
+        range=Range(0, 1),
+    )
+    read_committed: bool = False  # consumers' isolation level (set from the option)
     send_batch: int | None = option(
         None,
         "messages per send op / sends per txn",
@@ -165,9 +180,19 @@ class KafkaQueueOptions:
             raise ValueError("--txn: transactions need the idempotent producer")
         if self.idempotence is None:
             self.idempotence = self.acks == "all"
+        if self.txn_abort and not self.txn:
+            raise ValueError("--txn-abort: transactions to abort need --txn")
+        sink_reads_committed = self.read_committed  # set for the kafka-txn sink
         if self.txn:
             self.idempotence = True
             self.read_committed = True
+        if self.isolation_level is not None:
+            if sink_reads_committed and self.isolation_level != "read_committed":
+                raise ValueError(
+                    "--isolation-level read_uncommitted: this sink's consumers read "
+                    "committed input only"
+                )
+            self.read_committed = self.isolation_level == "read_committed"
         if self.idempotence and self.acks != "all":
             raise ValueError(
                 f"--idempotence (and --txn) need --acks all, not {self.acks}: "
@@ -195,8 +220,10 @@ class KafkaQueueOptions:
                     f"--client-version: {self.client_version!r} is not a version like 4.3.1"
                 )
         if self.consumer_mode == "share":
-            if self.client != "confluent":
-                raise ValueError("--consumer-mode share: share groups need --client confluent")
+            if self.client == "kafka-python":
+                raise ValueError(
+                    "--consumer-mode share: share groups need --client confluent or java"
+                )
             if self.txn:
                 raise ValueError("--consumer-mode share: a share group has no transactions")
             self.ack_weights()  # checks --share-acks
@@ -246,7 +273,13 @@ class KafkaQueueOptions:
             "group_id": self.group if group else None,
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
-            "isolation_level": "read_committed" if self.read_committed else "read_uncommitted",
+            # the drain (no group) of a transactional run is the check's reader:
+            # what was committed, whatever the application's consumers read
+            "isolation_level": (
+                "read_committed"
+                if self.read_committed or (self.txn and not group)
+                else "read_uncommitted"
+            ),
             "max_poll_records": self.receive_batch,
             "fetch_max_wait_ms": 100,
             "request_timeout_ms": max(2000, ms * 4 // 10),
@@ -721,26 +754,40 @@ class KafkaQueueClient:
         cfg = self.opts.consumer_config(self.bootstrap, self.deadline, group=False)
         cfg.update(isolation_level="read_uncommitted", client_id="queuecheck-drain-hw")
         probe = KafkaConsumer(**cfg)
+        ms = int(self.deadline * 1000)
         try:
-            until = time.monotonic() + self.opts.txn_settle
-            while True:
-                high = probe.end_offsets(tps, timeout_ms=int(self.deadline * 1000))
-                behind = {
-                    tp.partition: (stable[tp], high[tp]) for tp in tps if stable[tp] < high[tp]
-                }
-                if not behind:
-                    self._unsettled = None
-                    return stable
-                if time.monotonic() > until:
-                    self._unsettled = (
-                        f"transactions still open after {self.opts.txn_settle:.0f} s: "
-                        f"partition: (stable offset, end) {behind}"
-                    )
-                    return stable
-                time.sleep(1.0)
-                stable = reader.end_offsets(tps, timeout_ms=int(self.deadline * 1000))
+            return self._wait_settled(
+                stable,
+                lambda: probe.end_offsets(tps, timeout_ms=ms),
+                lambda: reader.end_offsets(tps, timeout_ms=ms),
+            )
         finally:
             probe.close(autocommit=False, timeout_ms=1000)
+
+    def _wait_settled(
+        self, stable: dict, high: Callable[[], dict], stable_now: Callable[[], dict]
+    ) -> dict:
+        """The end offsets once the last stable ones (`stable`, then
+        `stable_now()`) reach the high watermarks (`high()`), each keyed by
+        partition; after `txn_settle` s, the stable ones as they are, with
+        the partitions still behind noted for the drain's error."""
+        until = time.monotonic() + self.opts.txn_settle
+        while True:
+            hw = high()
+            behind = {
+                getattr(p, "partition", p): (stable[p], hw[p]) for p in hw if stable[p] < hw[p]
+            }
+            if not behind:
+                self._unsettled = None
+                return stable
+            if time.monotonic() > until:
+                self._unsettled = (
+                    f"transactions still open after {self.opts.txn_settle:.0f} s: "
+                    f"partition: (stable offset, end) {behind}"
+                )
+                return stable
+            time.sleep(1.0)
+            stable = stable_now()
 
     def _drain(self, op: Op) -> Op:
         self.open()

@@ -52,8 +52,15 @@ def partition_for(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-def topic_id_text(topic_id: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: its 16 bytes in URL-safe base64, unpadded."""
+def topic_id_text(topic_id: uuid.UUID | str) -> str:
+    """Kafka's Uuid.toString: its 16 bytes in URL-safe base64, unpadded. The
+    admin client's metadata gives a topic id as a UUID's text (its hex with
+    dashes); a text that is no UUID is taken as Kafka's own already."""
+    if isinstance(topic_id, str):
+        try:
+            topic_id = uuid.UUID(topic_id)
+        except ValueError:
+            return topic_id
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 

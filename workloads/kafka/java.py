@@ -34,6 +34,7 @@ from .client import DRAIN_CHUNK, ConnectFailed, KafkaQueueClient, KafkaQueueOpti
 from .confluent import Delivered
 from .coordinators import TRANSACTIONAL_IDS
 from .jvm import JavaError, JvmWorker, WorkerGone
+from .share import ShareQueueClient
 from .txn import TXN_RETRY_BACKOFF_MS, KafkaTxnClient
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,12 @@ def producer_config(opts: KafkaQueueOptions, bootstrap: str, deadline: float) ->
         "retry.backoff.ms": k["retry_backoff_ms"],
         "metadata.max.age.ms": k["metadata_max_age_ms"],
         "linger.ms": 5,
+        # 16 KB (the default) holds about one 100-record op of 100-byte
+        # records, so the ops a node's producer carries at once went out as
+        # many small requests; librdkafka's default is 1 MB. Measured
+        # (tests/bench/kafka_perf.py): 0.48 of the perf tool at 16 KB, 0.67
+        # at 256 KB.
+        "batch.size": 262144,
     }
     if opts.retries is not None:
         cfg["retries"] = opts.retries
@@ -271,31 +278,17 @@ class JavaQueueClient(KafkaQueueClient):
         return {int(p): e for p, e in reader.call("ends", arg, self.deadline + 1).items()}
 
     def _settled(self, reader: JvmWorker, spec: dict, stable: dict[int, int]) -> dict[int, int]:
-        """client.py's `_settled_ends` on Java readers: waits until the last
-        stable offsets reach the high watermarks (a transaction a retired
-        producer left open hides every later committed record until it
-        times out), at most `txn_settle` s, noting it if they do not."""
+        """client.py's `_settled_ends` on Java readers: the high watermarks
+        from a read_uncommitted probe."""
         o = self.opts
         cfg = consumer_config(o, self.bootstrap, self.deadline, group=None)
         cfg.update({"isolation.level": "read_uncommitted", "client.id": "queuecheck-drain-hw"})
         probe = self._worker("consumer", cfg, f"drain-hw-{self.node}")
         try:
             probe.call("assign", spec, self.deadline)
-            until = time.monotonic() + o.txn_settle
-            while True:
-                high = self._ends_of(probe, spec)
-                behind = {p: (stable[p], high[p]) for p in high if stable[p] < high[p]}
-                if not behind:
-                    self._unsettled = None
-                    return stable
-                if time.monotonic() > until:
-                    self._unsettled = (
-                        f"transactions still open after {o.txn_settle:.0f} s: "
-                        f"partition: (stable offset, end) {behind}"
-                    )
-                    return stable
-                time.sleep(1.0)
-                stable = self._ends_of(reader, spec)
+            return self._wait_settled(
+                stable, lambda: self._ends_of(probe, spec), lambda: self._ends_of(reader, spec)
+            )
         finally:
             probe.kill()
 
@@ -403,3 +396,104 @@ class JavaTxnClient(KafkaTxnClient, JavaQueueClient):
 
     def _drop_broken(self) -> None:
         self._drop_txn_producer()
+
+
+# -- share groups -------------------------------------------------------------
+
+
+class _Record:
+    """A share poll's record, shaped as share.py's `acquired` reads one."""
+
+    __slots__ = ("_p", "_o", "_k", "_v", "_n", "_topic")
+
+    def __init__(self, topic: str, p: int, o: int, k: str | None, v: str, n: int | None):
+        self._topic, self._p, self._o, self._k, self._v, self._n = topic, p, o, k, v, n
+
+    def error(self) -> None:
+        return None
+
+    def value(self) -> bytes:
+        return self._v.encode("latin-1")
+
+    def key(self) -> bytes | None:
+        return self._k.encode() if self._k is not None else None
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def delivery_count(self) -> int | None:
+        return self._n
+
+
+class _Partition:
+    __slots__ = ("partition",)
+
+    def __init__(self, partition: int):
+        self.partition = partition
+
+
+class JavaShareConsumer:
+    """KafkaShareConsumer in its own JVM, shaped as share.py drives
+    confluent-kafka's: poll, acknowledge by offset, commit_sync."""
+
+    def __init__(self, worker: JvmWorker, topic: str, deadline: float):
+        self.worker, self.topic, self.deadline = worker, topic, deadline
+        self._acks: list = []
+
+    def poll(self, timeout: float) -> list[_Record]:
+        got = self.worker.call("poll", {"timeout_ms": int(timeout * 1000)}, timeout + self.deadline)
+        return [_Record(self.topic, *r) for r in got]
+
+    def acknowledge_offset(self, topic: str, partition: int, offset: int, kind) -> None:
+        self._acks.append([partition, offset, getattr(kind, "name", str(kind))])
+
+    def commit_sync(self, timeout: float) -> dict[_Partition, JavaError | None]:
+        """The acknowledgements since the last commit, sent and committed."""
+        acks, self._acks = self._acks, []
+        arg = {"topic": self.topic, "acks": acks, "timeout_ms": int(timeout * 1000)}
+        got = self.worker.call("acknowledge", arg, timeout + 2.0)
+        return {_Partition(int(p)): JavaError(*e) if e else None for p, e in got.items()}
+
+    def close(self, timeout: float = 2.0) -> None:
+        self.worker.close(timeout)
+
+    def kill(self) -> None:
+        self.worker.kill()
+
+
+class JavaShareClient(JavaQueueClient, ShareQueueClient):
+    """share.py's share group ops on the Java client's KafkaShareConsumer
+    (explicit acknowledgement); sends, crashes and closes are the Java
+    engine's, receives, acknowledgements and the drain share.py's."""
+
+    _poll = ShareQueueClient._poll
+    open = ShareQueueClient.open
+
+    def _new_share_consumer(self, client_id: str) -> JavaShareConsumer:
+        cfg = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.opts.group,
+            "client.id": client_id,
+            "share.acknowledgement.mode": "explicit",
+            "request.timeout.ms": max(2000, int(self.deadline * 400)),
+            "default.api.timeout.ms": max(1000, int(self.deadline * 500)),
+            "reconnect.backoff.max.ms": 1000,
+        }
+        worker = self._worker("share", cfg, client_id)
+        try:
+            worker.call("subscribe", self.opts.topic, self.deadline)
+        except Exception:
+            worker.kill()
+            raise
+        return JavaShareConsumer(worker, self.opts.topic, self.deadline)
+
+    @staticmethod
+    def _refused_or_unknown(e: BaseException) -> str:
+        refused = isinstance(e, JavaError) and e.cls == "InvalidRecordStateException"
+        return "fail" if refused else "info"

@@ -21,6 +21,19 @@ REPLICATION_CUT_THEN_KILL = {
     **ENQUEUE_THEN_DRAIN,
 }
 
+# Transactions ending under the faults that end them: the transaction
+# coordinator killed, and a producer inside a transaction fenced by another
+# taking its transactional id.
+TXN_COORDINATOR_KILLS_AND_FENCES = {
+    "nemesis": ["kill", "fence"],
+    "fault_targets": ["txn-coordinator"],
+    "nemesis_interval": 5.0,
+}
+# One transaction in ten aborted by its producer once its writes are in the
+# log: whether a consumer reads them then depends on its isolation level
+# alone, not on a fault landing between a write and its transaction's end.
+JAVA_TXN = {"acks": "all", "txn": True, "client": "java", "send_batch": 3, "txn_abort": 0.1}
+
 
 DEMO = Preset(
     "demo-kafka-acks-all",
@@ -217,6 +230,39 @@ FINDINGS = [
         {"at-least-once": True, "per-partition-order": True},
         "the control: each replica fsyncs a write before it counts as in sync, so a "
         "whole-cluster power loss keeps every acknowledged write (at a throughput cost)",
+    ),
+    Finding(
+        Preset(
+            "kafka-java-txn-read-uncommitted",
+            "Kafka transactions on the Java client (v2), read_uncommitted consumers, the "
+            "transaction coordinator killed and producers fenced",
+            {
+                **TXN_COORDINATOR_KILLS_AND_FENCES,
+                "system": "kafka",
+                "system_options": {**JAVA_TXN, "isolation_level": "read_uncommitted"},
+            },
+        ),
+        {"read-committed": False},
+        "a read_uncommitted consumer is handed a transaction's records as soon as they "
+        "are written: those of a transaction then aborted (fenced, or its coordinator "
+        "gone) are read (aborted reads, G1a)",
+    ),
+    Finding(
+        Preset(
+            "kafka-java-txn-v2-fenced",
+            "Kafka transactions on the Java client, transactions v2 (KIP-890), "
+            "read_committed consumers, the transaction coordinator killed and producers "
+            "fenced",
+            {
+                # kafka-java-txn-read-uncommitted's faults, seed for seed
+                **TXN_COORDINATOR_KILLS_AND_FENCES,
+                "system": "kafka",
+                "system_options": {**JAVA_TXN, "transaction_version": 2},
+            },
+        ),
+        {"read-committed": True, "at-least-once": True},
+        "the control: a fenced or coordinator-less transaction is aborted and a "
+        "read_committed consumer never sees its records; what committed is all there",
     ),
     Finding(
         Preset(

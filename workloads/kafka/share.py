@@ -240,13 +240,20 @@ class ShareQueueClient(ConfluentQueueClient):
                 raise err
             for tp, e in (box.get("done") or {}).items():
                 if e is not None:
-                    outcome[tp.partition] = (_refused_or_unknown(e), describe(e))
+                    outcome[tp.partition] = (self._refused_or_unknown(e), describe(e))
         except Exception as e:  # noqa: BLE001 - not known to be taken: unknown
             why = describe(e)
             outcome = {p: outcome.get(p, ("info", why)) for p in parts}
         for p, acks in parts.items():
             typ, why = outcome.get(p, ("ok", None))
             self._record(process, typ, {"msgs": acks}, why)
+
+    @staticmethod
+    def _refused_or_unknown(e: BaseException) -> str:
+        """fail: the broker refused the acknowledgement (the delivery is no
+        longer the record's current one); else info."""
+        err = kafka_error(e)
+        return "fail" if err is not None and err.code() in REFUSED_CODES else "info"
 
     def _record(self, process: int, typ: str, value: dict, error: str | None = None) -> Op:
         op = {"process": process, "type": typ, "f": "ack", "node": self.node, "value": value}
@@ -274,8 +281,3 @@ class ShareQueueClient(ConfluentQueueClient):
                 self._to_commit = msgs
                 return complete(op, "ok", {"msgs": msgs})
         return complete(op, "ok", {"msgs": []})
-
-
-def _refused_or_unknown(e: BaseException) -> str:
-    err = kafka_error(e)
-    return "fail" if err is not None and err.code() in REFUSED_CODES else "info"

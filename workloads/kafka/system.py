@@ -28,7 +28,14 @@ from .confluent import ConfluentQueueClient, PolledProducer, close_polled, produ
 from .db import Kafka, KafkaOptions, kafka_class
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
-from .java import START_WAIT, JavaQueueClient, JavaTxnClient, close_worker, start_worker
+from .java import (
+    START_WAIT,
+    JavaQueueClient,
+    JavaShareClient,
+    JavaTxnClient,
+    close_worker,
+    start_worker,
+)
 from .java import producer_config as java_producer_config
 from .jvm import end_all, prestart
 from .presets import PRESETS, TXN_SINK
@@ -126,6 +133,15 @@ class KafkaSystem(System):
             self._pool = ProducerPool(self._make_producer, linger=ctx.op_timeout)
         self._shares = Shares(ctx.consumers)  # assign mode: partitions split among consumers
         self.finalized: dict[str, Any] | None = None  # the brokers' feature levels, once read
+        if self.options.client == "java":
+            # The Java clients' JVMs start now, while the brokers are set up,
+            # not in the first ops: one producer a node (one a process with
+            # --txn) and the consumers. A run that fails before its teardown
+            # leaves them to the harness's exit (their stdin closes).
+            producers = ctx.producers if self.txn else len(ctx.nodes)
+            prestart(self.options.client_version, "producer", producers)
+            role = "share" if self.options.consumer_mode == "share" else "consumer"
+            prestart(self.options.client_version, role, ctx.consumers)
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> Kafka:
@@ -258,7 +274,7 @@ class KafkaSystem(System):
             txn = JavaTxnClient if self.options.client == "java" else KafkaTxnClient
             return txn(node.name, self.bootstrap(node), self.options, **kw)
         if self.options.consumer_mode == "share":
-            engine = ShareQueueClient
+            engine = JavaShareClient if self.options.client == "java" else ShareQueueClient
         elif self.options.client == "confluent":
             engine = ConfluentQueueClient
         elif self.options.client == "java":
@@ -268,12 +284,6 @@ class KafkaSystem(System):
         return engine(node.name, self.bootstrap(node), self.options, self._pool, **kw)
 
     def prepare(self) -> None:
-        if self.options.client == "java":
-            # the Java clients' JVMs start now, while the topic is made, not in
-            # the first ops: one producer a node (one a process with --txn)
-            producers = self.ctx.producers if self.txn else len(self.ctx.nodes)
-            prestart(self.options.client_version, "producer", producers)
-            prestart(self.options.client_version, "consumer", self.ctx.consumers)
         create_topic(self.db, self.queue, self.options.partitions)
         if self.ctx.sink == TXN_SINK:
             create_topic(self.db, self.output, self.options.partitions)

@@ -4,7 +4,8 @@ A `txn` op is begin → its send mops → commit:
 
 - every send acknowledged and the commit returned → ok, with the partition
   and offset of every message;
-- a send or the commit failed, and abort_transaction then succeeded → fail:
+- a send or the commit failed, or the workload chose to abort it
+  (`--txn-abort`), and abort_transaction then succeeded → fail:
   the transaction is aborted, none of its records is ever visible to a
   read_committed reader (KIP-98);
 - the commit or the abort did not finish under the op deadline, or the
@@ -20,6 +21,7 @@ Receives and drains are the queue client's, reading committed data only
 from __future__ import annotations
 
 import itertools
+import random
 import time
 import uuid
 from typing import Any
@@ -72,6 +74,7 @@ class KafkaTxnClient(KafkaQueueClient):
     def __init__(self, node: str, bootstrap: str, opts: KafkaQueueOptions, **kw):
         super().__init__(node, bootstrap, opts, pool=None, **kw)
         self.transactional_id = f"queuecheck-{RUN_TOKEN}-{next(self._txn_ids)}"
+        self._rng = random.Random()  # which transactions --txn-abort aborts
         self._txp: KafkaProducer | None = None
 
     def invoke(self, op: Op) -> Op:
@@ -169,6 +172,8 @@ class KafkaTxnClient(KafkaQueueClient):
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors and not why:
             why = f"send: {describe(errors[0])}"
+        if not why and self._rng.random() < self.opts.txn_abort:
+            why = "the workload aborts it (--txn-abort), its sends acknowledged"
         if not why:
             committing = True
             finished, err = bounded(p.commit_transaction, work_end - time.monotonic())

@@ -75,6 +75,8 @@ def test_an_unknown_setting_is_the_clients_own_error(built):
         ({"client_version": "4.3.1"}, "--client-version: the version of the Java client"),
         ({"client": "java", "client_version": "latest"}, "not a version like 4.3.1"),
         ({"group_protocol": "consumer"}, "use --client confluent or java"),
+        ({"consumer_mode": "share"}, "share groups need --client confluent or java"),
+        ({"txn_abort": 0.1}, "--txn-abort: transactions to abort need --txn"),
         (
             {"client": "confluent", "txn": True},
             "--txn: transactions run on --client kafka-python or java",
@@ -88,3 +90,26 @@ def test_options_the_java_engine_does_not_take_are_named(given, words):
 
 def test_the_java_engine_takes_the_consumer_protocol():
     assert KafkaQueueOptions(client="java", group_protocol="consumer").group_protocol == "consumer"
+
+
+def test_a_share_consumer_polls_and_commits_nothing_without_a_broker(built):
+    """KafkaShareConsumer in explicit acknowledgement mode, as the share
+    group runs drive it (share.py): a poll with nothing to acquire comes back
+    empty within its timeout, a commit with no acknowledgements names no
+    partition, and a refused acknowledgement is `fail` by its Java class."""
+    from workloads.kafka.java import JavaShareClient, JavaShareConsumer
+
+    cfg = {"bootstrap.servers": NOWHERE, "group.id": "s", "client.id": "s-test"}
+    worker = start_worker("share", cfg, None, "s-test", 30.0)
+    c = JavaShareConsumer(worker, "t", 5.0)
+    try:
+        worker.call("subscribe", "t", 5)
+        began = time.monotonic()
+        assert c.poll(0.5) == []
+        assert time.monotonic() - began < 5
+        assert c.commit_sync(1.0) == {}
+    finally:
+        c.kill()
+    refused = JavaError("InvalidRecordStateException", "the record's lock expired")
+    assert JavaShareClient._refused_or_unknown(refused) == "fail"
+    assert JavaShareClient._refused_or_unknown(TimeoutError("no answer")) == "info"

@@ -57,6 +57,38 @@ def test_transactions_claim_read_committed_too():
     assert any("KIP-98" in n and "read_committed" in n for n in notes)
 
 
+def test_read_uncommitted_consumers_claim_no_read_committed_and_say_why():
+    claims, notes = KafkaSystem.claims_of(config(txn=True, read_committed=False))
+    assert "read-committed" not in claims and "at-least-once" in claims
+    assert any("no read-committed claim" in n and "read_uncommitted" in n for n in notes)
+    opts = KafkaQueueOptions(txn=True, isolation_level="read_uncommitted")
+    assert not opts.read_committed
+    consumer = opts.consumer_config("b:9092", 10.0, group=True)
+    drain = opts.consumer_config("b:9092", 10.0, group=False)
+    # the application's consumers read uncommitted; the check's drain never does
+    assert consumer["isolation_level"] == "read_uncommitted"
+    assert drain["isolation_level"] == "read_committed"
+    with pytest.raises(ValueError, match="this sink's consumers read committed input only"):
+        KafkaQueueOptions(read_committed=True, isolation_level="read_uncommitted")
+
+
+@pytest.mark.parametrize(
+    ("spoken", "finalized", "says"),
+    [(1, 2, "transactions v1: the brokers finalized"), (2, 2, "transactions v2 (KIP-890")],
+)
+def test_the_transaction_protocol_spoken_is_a_claim_note(spoken, finalized, says):
+    tv = {"finalized": finalized, "spoken": spoken}
+    _, notes = KafkaSystem.claims_of(config(txn=True, transaction_version=tv))
+    assert sum(says in n for n in notes) == 1
+    other = "transactions v2 (KIP" if spoken == 1 else "transactions v1:"
+    assert not any(other in n for n in notes)
+    # brokers that finalized v1 only: a v1 client is no news
+    _, notes = KafkaSystem.claims_of(
+        config(txn=True, transaction_version={"finalized": 1, "spoken": 1})
+    )
+    assert not any("transactions v" in n for n in notes)
+
+
 def test_the_consumer_protocol_claims_one_owner_per_partition_classic_does_not():
     kip848 = config(group_protocol="consumer", consumer_mode="subscribe")
     claims, notes = KafkaSystem.claims_of(kip848)

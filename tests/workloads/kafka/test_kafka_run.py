@@ -130,28 +130,43 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     print("properties:", json.dumps(doc["properties"]))
 
 
-def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(state, tmp_path):
-    """`--consumer-mode share` (KIP-932 on confluent-kafka's ShareConsumer):
-    consumers acquire records, then accept, release or reject them; consumers
-    crash with records acquired (after their effect, before acknowledging);
-    brokers are killed. Every acknowledged record must be accepted, rejected or
-    archived, released ones delivered again, none past the delivery limit.
-    (Faults one at a time: under a partition, or overlapping faults, the share
-    consumers of confluent-kafka 2.16 got nothing for the rest of a 20 s run.)"""
+@pytest.mark.parametrize("client", ["confluent", "java"])
+def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
+    state, tmp_path, client
+):
+    """`--consumer-mode share` (KIP-932 on confluent-kafka's ShareConsumer,
+    and on the Java client's KafkaShareConsumer): consumers acquire records,
+    then accept, release or reject them; consumers crash with records
+    acquired (after their effect, before acknowledging); brokers are killed
+    (on the Java run, the share coordinator of the run's share partitions).
+    Every acknowledged record must be accepted, rejected or archived,
+    released ones delivered again, none past the delivery limit. (Faults one
+    at a time: under a partition, or overlapping faults, the share consumers
+    of confluent-kafka 2.16 got nothing for the rest of a 20 s run.)"""
+    aimed = {"fault_targets": ["share-coordinator"]} if client == "java" else {}
     run_dir, doc = run(
         state,
         tmp_path,
-        {"acks": "all", "client": "confluent", "consumer_mode": "share"},
+        {"acks": "all", "client": client, "consumer_mode": "share"},
         time_limit=25,
         nemesis=["crash-client", "kill"],
         nemesis_interval=4,
         crash_point="after-effect",
         seed=5,
+        **aimed,
     )
     ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
     assert {"start-kill", "start-crash-client"} <= fault_kinds(ops)
+    if aimed:  # the share coordinator was named by the brokers, not guessed
+        kills = [
+            op["value"]
+            for op in ops
+            if op["f"] == "start-kill" and op["value"] and "target" in op["value"]
+        ]
+        assert kills and all(v["target"] == "share-coordinator" for v in kills)
+        assert any("fallback" not in v for v in kills)
     test = json.loads((run_dir / "test.json").read_text())
-    assert test["name"] == "kafka-acks-all-share-confluent"
+    assert test["name"] == f"kafka-acks-all-share-{client}"
     assert test["config"]["share_group"]["share.delivery.count.limit"] == "3"
     assert test["claims"] == [
         "at-least-once",
@@ -188,7 +203,8 @@ def test_transactions_under_kills_are_checked(state, tmp_path, client):
     v2 (KIP-890: the 4.x default; asked for by name on the Java run): the
     Java client speaks it, kafka-python speaks v1, and each txn completion
     and test.json say so, as does a claim note on the v1 run."""
-    tv = {"transaction_version": 2} if client == "java" else {}
+    # the Java run also aborts a transaction in ten itself, its writes in the log
+    tv = {"transaction_version": 2, "txn_abort": 0.1} if client == "java" else {}
     run_dir, doc = run(
         state,
         tmp_path,
@@ -248,6 +264,9 @@ def test_transactions_under_kills_are_checked(state, tmp_path, client):
     assert said == {spoken}  # every committed transaction spoke it, as its client said
     notes = " ".join(test["claim_notes"])
     assert f"transactions v{spoken}" in notes
+    if client == "java":  # aborted with their writes in the log: none of them read
+        chosen = [op for op in completions(ops, "txn", "fail") if "--txn-abort" in op["error"]]
+        assert chosen and doc["properties"]["read-committed"]["exercised"]
     results = json.loads((run_dir / "results.json").read_text())
     assert {"at-least-once", "at-most-once"} <= set(results["properties"])
     assert doc["counts"]["aborted-read"] == 0

@@ -22,9 +22,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -40,7 +42,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * fault kills exactly one client. It reads commands as JSON lines on stdin
  * and answers each with one line on stdout: {"q": n, "ok": ...} or
  * {"q": n, "error": [class, message, retriable]}. The first line it reads is
- * {"role": "producer" | "consumer", "config": {...}}; it answers {"ready":
+ * {"role": "producer" | "consumer" | "share", "config": {...}}; it answers {"ready":
  * version}, or {"ready": null, "error": [...]} if the client cannot be made. Values travel as ISO-8859-1 text (a byte per char: the bytes
  * come back as they were), keys as UTF-8. End of stdin ends it. A producer
  * configured with a transactional.id also takes init_transactions,
@@ -75,7 +77,7 @@ public final class Worker {
         ObjectNode ready = NODES.objectNode();
         Role role;
         try {
-            role = "producer".equals(hello.get("role").asText()) ? new Producer(props) : new Consumer(props);
+            role = make(hello.get("role").asText(), props);
         } catch (Exception e) { // a setting the client refuses: said, then the process ends
             ready.putNull("ready");
             ready.set("error", error(e, true));
@@ -105,6 +107,17 @@ public final class Worker {
         System.exit(0);
     }
 
+    static Role make(String role, Properties props) {
+        switch (role) {
+            case "producer":
+                return new Producer(props);
+            case "share":
+                return new Share(props);
+            default:
+                return new Consumer(props);
+        }
+    }
+
     /**
      * Makes one client of each kind and one of each answer, so the JVM loads
      * every class a run's clients load (the build archives them: a client
@@ -117,6 +130,7 @@ public final class Worker {
         props.put("group.id", "warm");
         new Producer(props).producer.close(Duration.ZERO);
         new Consumer(props).consumer.close(Duration.ZERO);
+        new Share(props).consumer.close(Duration.ZERO);
         answer(0, JSON.readTree("[[0, 0]]"));
         fail(0, new RetriableException("warm") {});
         out.flush();
@@ -136,10 +150,13 @@ public final class Worker {
         props.put("group.id", "prewarm");
         props.put("client.id", "prewarm");
         try {
-            if ("producer".equals(role)) {
-                new Producer(props).producer.close(Duration.ZERO);
+            Role r = make(role, props);
+            if (r instanceof Producer) {
+                ((Producer) r).producer.close(Duration.ZERO);
+            } else if (r instanceof Share) {
+                ((Share) r).consumer.close(Duration.ZERO);
             } else {
-                new Consumer(props).consumer.close(Duration.ZERO);
+                ((Consumer) r).consumer.close(Duration.ZERO);
             }
         } catch (RuntimeException e) {
             System.err.println("prewarm: " + e); // only slower, never wrong
@@ -177,6 +194,18 @@ public final class Worker {
         a.add(String.valueOf(e.getMessage()));
         a.add(e instanceof RetriableException);
         a.add(notQueued);
+        return a;
+    }
+
+    /** A consumed record, added to `records` as [partition, offset, key, value]. */
+    static ArrayNode record(ArrayNode records, ConsumerRecord<byte[], byte[]> r) {
+        ArrayNode a = records.addArray().add(r.partition()).add(r.offset());
+        if (r.key() == null) {
+            a.addNull();
+        } else {
+            a.add(new String(r.key(), StandardCharsets.UTF_8));
+        }
+        a.add(new String(r.value(), StandardCharsets.ISO_8859_1));
         return a;
     }
 
@@ -395,14 +424,7 @@ public final class Worker {
             ObjectNode o = NODES.objectNode();
             ArrayNode records = o.putArray("records");
             while (!kept.isEmpty() && records.size() < most) {
-                ConsumerRecord<byte[], byte[]> r = kept.poll();
-                ArrayNode a = records.addArray().add(r.partition()).add(r.offset());
-                if (r.key() == null) {
-                    a.addNull();
-                } else {
-                    a.add(new String(r.key(), StandardCharsets.UTF_8));
-                }
-                a.add(new String(r.value(), StandardCharsets.ISO_8859_1));
+                record(records, kept.poll());
             }
             if (cmd.has("next_ms")) {
                 // Where each assigned partition's reading stands: the first
@@ -419,6 +441,63 @@ public final class Worker {
             o.set("events", events.deepCopy());
             events.removeAll();
             return o;
+        }
+    }
+
+    /**
+     * A share group member (KIP-932) in explicit acknowledgement mode: each
+     * poll's records are acknowledged one by one (accept, release, reject),
+     * then committed together; the answer names each partition's outcome.
+     */
+    static final class Share implements Role {
+        private final KafkaShareConsumer<byte[], byte[]> consumer;
+        // The last poll's records by partition@offset: a record is
+        // acknowledged as the record the poll returned (acknowledging by
+        // offset is only for records the client could not hand over).
+        private final Map<String, ConsumerRecord<byte[], byte[]>> polled = new HashMap<>();
+
+        Share(Properties props) {
+            props.putIfAbsent("share.acknowledgement.mode", "explicit");
+            consumer = new KafkaShareConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        }
+
+        @Override
+        public JsonNode handle(long q, JsonNode cmd) {
+            if (cmd.has("subscribe")) {
+                consumer.subscribe(List.of(cmd.get("subscribe").asText()));
+                return NODES.nullNode();
+            }
+            if (cmd.has("poll")) {
+                ArrayNode records = NODES.arrayNode();
+                polled.clear();
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(millis(cmd.get("poll"), "timeout_ms"))) {
+                    polled.put(r.partition() + "@" + r.offset(), r);
+                    ArrayNode a = record(records, r);
+                    r.deliveryCount().ifPresentOrElse(n -> a.add(n.intValue()), a::addNull);
+                }
+                return records;
+            }
+            if (cmd.has("acknowledge")) {
+                JsonNode c = cmd.get("acknowledge");
+                String topic = c.get("topic").asText();
+                for (JsonNode a : c.get("acks")) {
+                    ConsumerRecord<byte[], byte[]> r = polled.get(a.get(0).asInt() + "@" + a.get(1).asLong());
+                    if (r == null) {
+                        throw new IllegalArgumentException(topic + "/" + a.get(0) + "@" + a.get(1) + ": not in the last poll");
+                    }
+                    consumer.acknowledge(r, AcknowledgeType.valueOf(a.get(2).asText().toUpperCase()));
+                }
+                ObjectNode out = NODES.objectNode();
+                consumer.commitSync(millis(c, "timeout_ms")).forEach((tp, e) -> out.set(
+                        Integer.toString(tp.partition()),
+                        e.isPresent() ? error(e.get(), false) : NODES.nullNode()));
+                return out;
+            }
+            if (cmd.has("close")) {
+                consumer.close(millis(cmd, "close"));
+                return NODES.nullNode();
+            }
+            throw new IllegalArgumentException("unknown command " + cmd);
         }
     }
 }

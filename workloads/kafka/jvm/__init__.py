@@ -44,7 +44,7 @@ MAIN = "queuecheck.Worker"
 # handles a poll at a time: C1 alone starts it in half the time. A producer
 # is one per node for the whole run and carries every send: fully compiled.
 JVM_OPTIONS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC")
-QUICK_START = {"consumer": ("-XX:TieredStopAtLevel=1",)}
+QUICK_START = {role: ("-XX:TieredStopAtLevel=1",) for role in ("consumer", "share")}
 
 
 class JvmBuildError(DBError):
