@@ -244,8 +244,8 @@ FINDINGS = [
         ),
         {"read-committed": False},
         "a read_uncommitted consumer is handed a transaction's records as soon as they "
-        "are written: those of a transaction then aborted (fenced, or its coordinator "
-        "gone) are read (aborted reads, G1a)",
+        "are written: those of a transaction then aborted (by its producer, fenced, or "
+        "its coordinator gone) are read (aborted reads, G1a)",
     ),
     Finding(
         Preset(
