@@ -45,7 +45,10 @@ def completions(ops, f, typ):
     return [op for op in ops if op["f"] == f and op["type"] == typ and op["process"] != "nemesis"]
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent", "java"])
+# Not yet on java: in a clean-clone CI run its KIP-848 group (18,300 acked,
+# all held) saw no partition change hands, so the handover this test needs
+# was not made; its runs here had 2. Next: make the handover certain.
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path, client):
     """The same workload, seed and faults on each client engine: all write
     the same kind of history, and all are judged to hold; confluent's and
