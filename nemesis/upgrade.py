@@ -55,7 +55,7 @@ class RollingUpgrade:
     def wait(self) -> bool:
         """Until every step was taken (the final phase waits for it), at most
         as long as every node step and the finalize can take."""
-        steps = STEP_WAIT_TIMEOUTS * len(self.nodes) + 1
+        steps = STEP_WAIT_TIMEOUTS * len(self.nodes) + 2  # + enabling and reading the levels
         return self.done.wait(self.sync_timeout * steps)
 
     def stop(self) -> None:
@@ -109,6 +109,19 @@ class RollingUpgrade:
         waited = time.monotonic() - start
         return {**seen, "waited-s": round(waited, 1), "under-fault-s": round(under_fault, 1)}
 
+    def _read_finalized(self) -> dict[str, Any]:
+        """The finalized levels, asked again while a fault keeps the asked
+        node from its peers (RabbitMQ's list_feature_flags asks every node:
+        a CI run's partition cut the node off just as the flags were
+        enabled), for up to `sync_timeout`."""
+        deadline = time.monotonic() + self.sync_timeout
+        while True:
+            try:
+                return self.db.finalized()
+            except Exception:  # noqa: BLE001 - asked again until the deadline
+                if time.monotonic() > deadline or self.stop_event.wait(1.0):
+                    raise
+
     def _run(self) -> None:
         try:
             if self.stop_event.wait(self.start_after):
@@ -128,7 +141,7 @@ class RollingUpgrade:
                 return
             # an admin request, not a process action: no lock, faults go on
             record("start-finalize", lambda: self.db.finalize_upgrade(self.sync_timeout))
-            record("stop-finalize", self.db.finalized)
+            record("stop-finalize", self._read_finalized)
         except Exception as e:  # noqa: BLE001 - recorded by record(); the run goes on
             log.warning("rolling upgrade: %s", e)
         finally:

@@ -7,6 +7,8 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from nemesis.upgrade import RollingUpgrade
 
 
@@ -78,3 +80,27 @@ def test_a_fault_that_came_and_went_within_one_blocked_check_counts():
     threading.Timer(0.05, partition_meanwhile).start()  # inside the first 0.3 s check
     seen = up._await_in_sync(up.db.nodes[0])
     assert seen["in-sync"] is False and seen["under-fault-s"] >= 0.25
+
+
+def test_the_finalized_levels_are_asked_again_while_a_node_is_cut_off():
+    """The CI run's finalize: flags enabled, then a partition cut off the
+    asked node, whose list_feature_flags failed on its peers (nodedown); the
+    levels are asked again until it answers, for up to the sync timeout."""
+    up = upgrade(set(), sync_timeout=2.0)
+    down = RuntimeError("nodedown")
+    answers = iter([down, down, {"quorum_queue": "enabled"}])
+
+    def finalized():
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    up.db.finalized = finalized
+    assert up._read_finalized() == {"quorum_queue": "enabled"}
+    up = upgrade(set(), sync_timeout=0.5)
+    up.db.finalized = lambda: (_ for _ in ()).throw(RuntimeError("nodedown"))
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="nodedown"):  # never answers: the step fails
+        up._read_finalized()
+    assert 0.5 <= time.monotonic() - began <= 1.6

@@ -45,9 +45,9 @@ def completions(ops, f, typ):
     return [op for op in ops if op["f"] == f and op["type"] == typ and op["process"] != "nemesis"]
 
 
-# Not yet on java: in a clean-clone CI run its KIP-848 group (18,300 acked,
-# all held) saw no partition change hands, so the handover this test needs
-# was not made; its runs here had 2. Next: make the handover certain.
+# Not on java: its KIP-848 consumers joined 4-7 s into the run and, once the
+# coordinator was cut off, read nothing more (still polling) until the drain,
+# so no partition changed hands. Next: why they stall (confluent's too).
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp_path, client):
     """The same workload, seed and faults on each client engine: all write
@@ -56,23 +56,30 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     the classic). The Java engine's clients are JVMs of their own, each gone
     with the run.
     The faults strike the group's coordinator, found as the broker finds it:
-    killed, and cut off from the other brokers."""
+    killed, and cut off from the other brokers. First a consumer crashes
+    once it has acknowledged a delivery, so a partition it read must change
+    hands (a KIP-848 group keeps its assignment through its coordinator's
+    faults, and whether a partition moved while the members joined is down
+    to timing: a CI run's confluent group moved none)."""
     protocol = {"kafka-python": "classic", "confluent": "consumer", "java": "consumer"}[client]
     run_dir, doc = run(
         state,
         tmp_path,
         {"acks": "all", "idempotence": True, "client": client, "group_protocol": protocol},
-        # seed 11 kills first; a kill slowed by SSH under load (3 s to start,
-        # 1.5 s to stop) pushed the partition past a 15 s main phase
-        time_limit=20,
-        nemesis=["partition", "kill"],
+        # seed 6: the crash, then the partition, then the kill; the kill
+        # (3 s of SSH under load to start) still inside the main phase
+        time_limit=24,
+        concurrency=6,
+        producers=3,  # three consumers for three partitions: each reads one
+        nemesis=["partition", "kill", "crash-client"],
+        crash_point="after-ack",
         nemesis_interval=4,
         fault_targets=["group-coordinator"],
         partition_shapes=["isolate-coordinator"],
-        seed=11,
+        seed=6,
     )
     ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
-    assert {"start-partition", "start-kill"} <= fault_kinds(ops)
+    assert {"start-partition", "start-kill", "start-crash-client"} <= fault_kinds(ops)
     # the coordinator was named by the brokers, not guessed
     aimed = [op["value"] for op in ops if op["process"] == "nemesis" and op["type"] == "info"]
     kills = [v for v in aimed if isinstance(v, dict) and v.get("target") == "group-coordinator"]
