@@ -16,6 +16,7 @@ checkable prefix; Ctrl-C and SIGTERM also heal and tear down.
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import threading
 import time
@@ -64,13 +65,29 @@ def stop_leftovers(nodes: list[Remote], where: NodeOptions, existing: bool = Fal
     anything starts: its iptables cuts, the brokers of every system (by
     pidfile, identity checked, on this cluster's data tree) and a sink
     database server it had started. Paused pids are resumed first by the
-    brokers' own teardown."""
+    brokers' own teardown. A system whose directory is not on a node has
+    nothing there to stop (a teardown removes it last): one round trip per
+    node says which are, instead of every system's teardown on every node
+    (5 to 9 s a run, under load)."""
     heal_leftovers(nodes)
     if not existing:  # someone else's brokers are never ours to stop
-        for cls in SYSTEMS.values():
-            leftover = cls.leftover_db(nodes, where.data_base())
-            each_node(nodes, "stopping leftovers", leftover.teardown)
+        dbs = [cls.leftover_db(nodes, where.data_base()) for cls in SYSTEMS.values()]
+
+        def sweep(node: Remote) -> None:
+            there = present(node, [db.dir(node) for db in dbs])
+            for db in dbs:
+                if db.dir(node) in there:
+                    db.teardown(node)
+
+        each_node(nodes, "stopping leftovers", sweep)
     stop_leftover_servers(where.running_dir())
+
+
+def present(node: Remote, paths: list[str]) -> set[str]:
+    """Which of `paths` exist on the node (all of them, if it cannot say)."""
+    test = " ".join(shlex.quote(p) for p in paths)
+    r = node.run(f'for p in {test}; do [ -e "$p" ] && echo "$p"; done; true', check=False)
+    return set(r.out.splitlines()) if r.exit == 0 else set(paths)
 
 
 def connect(opts: RunOptions) -> list[Remote]:

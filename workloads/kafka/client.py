@@ -683,7 +683,8 @@ class KafkaQueueClient:
         ids = [m["id"] for m in completion["value"]["msgs"]]
         # Subscribe mode: the group's generation and member id, so the broker
         # rejects the offsets of a consumer that already lost the partitions.
-        group = self._consumer.group_metadata() if self.opts.consumer_mode == "subscribe" else None
+        subscribed = self.opts.consumer_mode == "subscribe"
+        group = self._group_metadata(self._consumer) if subscribed else None
         why = self._processor.run(
             ids, offsets, group or self.opts.group, commit=crash_point != "after-effect"
         )
@@ -691,6 +692,9 @@ class KafkaQueueClient:
             if why and crash_point != "after-effect":
                 log.info("%s: effect transaction failed, dropping the consumer: %s", self.node, why)
             self._crash()
+
+    def _group_metadata(self, c: KafkaConsumer) -> Any:
+        return c.group_metadata()
 
     def _processor_open(self) -> None:
         """A transactional sink's producer, before this process reads anything:

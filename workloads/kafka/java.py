@@ -36,6 +36,7 @@ from .coordinators import TRANSACTIONAL_IDS
 from .jvm import JavaError, JvmWorker, WorkerGone
 from .share import ShareQueueClient
 from .txn import TXN_RETRY_BACKOFF_MS, KafkaTxnClient
+from .txn_sink import TxnProcessor
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +236,9 @@ class JavaQueueClient(KafkaQueueClient):
         arg = {"topic": self.opts.topic, "offsets": offsets, "timeout_ms": int(half * 1000)}
         c.call("commit", arg, half + 1.0)
 
+    def _group_metadata(self, c: JvmWorker) -> dict[str, Any]:
+        return c.call("group_metadata", None, self.deadline)
+
     @staticmethod
     def _close_consumer(c: JvmWorker) -> None:
         c.close(2.0)  # leaves the group, as the other engines' close does
@@ -307,14 +311,52 @@ class JavaQueueClient(KafkaQueueClient):
 # -- transactions -------------------------------------------------------------
 
 
+def transactional_config(
+    opts: KafkaQueueOptions, bootstrap: str, deadline: float, transactional_id: str, timeout_ms: int
+) -> dict[str, Any]:
+    cfg = producer_config(opts, bootstrap, deadline)
+    cfg.update(
+        {
+            "acks": "all",
+            "enable.idempotence": True,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": timeout_ms,
+            "client.id": transactional_id,
+            "retry.backoff.ms": TXN_RETRY_BACKOFF_MS,
+        }
+    )
+    return cfg
+
+
+def start_txn_producer(opts: KafkaQueueOptions, cfg: dict[str, Any], node: str) -> JavaTxnProducer:
+    """A transactional producer process, its transactions initialised (which
+    fences its id's previous holder); ConnectFailed if it cannot be."""
+    tid = cfg["transactional.id"]
+    try:
+        worker = start_worker("producer", cfg, opts.client_version, tid, START_WAIT)
+    except Exception as e:  # noqa: BLE001 - no client: nothing sent
+        raise ConnectFailed(f"{node}: cannot make a producer: {describe(e)}") from None
+    p = JavaTxnProducer(worker, cfg["max.block.ms"] / 1000, opts.topic)
+    began = time.monotonic()
+    try:
+        p.init_transactions()
+    except Exception as e:  # noqa: BLE001 - no transaction began
+        worker.kill()
+        raise ConnectFailed(f"{node}: init_transactions: {describe(e)}") from None
+    log.info("%s: init_transactions in %.1f s", tid, time.monotonic() - began)
+    return p
+
+
 class JavaTxnProducer:
     """A transactional Java producer, shaped as txn.py drives kafka-python's:
     sends are kept for one command (`sent`), the transaction calls each block
-    the client's max.block.ms at most."""
+    the client's max.block.ms at most. `input_topic`: the topic whose
+    consumed offsets it sends (the kafka-txn sink)."""
 
-    def __init__(self, worker: JvmWorker, block: float):
+    def __init__(self, worker: JvmWorker, block: float, input_topic: str):
         self.worker = worker
         self.block = block  # the client's max.block.ms, in seconds
+        self.input_topic = input_topic
         self.records: list = []
         self.v2: bool | None = None  # as the client said at begin
 
@@ -331,6 +373,22 @@ class JavaTxnProducer:
     def send(self, topic: str, value: bytes, key: bytes | None = None) -> int:
         self.records.append([key.decode() if key is not None else None, value.decode("latin-1")])
         return len(self.records) - 1
+
+    def sent(self, topic: str, wait: float) -> BaseException | None:
+        """The records kept since the last call, sent in one command; the
+        first failure, if any (no answer within `wait` is one)."""
+        records, self.records = self.records, []
+        try:
+            results = self.worker.call("send", {"topic": topic, "records": records}, wait)
+        except (WorkerGone, TimeoutError, JavaError) as e:
+            return e
+        return next((JavaError(*r) for r in results if isinstance(r[0], str)), None)
+
+    def send_offsets_to_transaction(self, offsets: dict[str, int], group: Any) -> None:
+        """`group`: the consumer's group metadata (JavaQueueClient._group_metadata),
+        or the bare group id of an assign-mode consumer."""
+        arg = {"topic": self.input_topic, "offsets": offsets, "group": group}
+        self.worker.call("send_offsets_to_transaction", arg, self.block + 2.0)
 
     def commit_transaction(self) -> None:
         self._call("commit_transaction")
@@ -349,38 +407,17 @@ class JavaTxnClient(KafkaTxnClient, JavaQueueClient):
     completion says which it spoke."""
 
     def _producer_txn(self) -> JavaTxnProducer:
-        if self._txp is not None:
-            return self._txp
-        cfg = producer_config(self.opts, self.bootstrap, self.deadline)
-        cfg.update(
-            {
-                "acks": "all",
-                "enable.idempotence": True,
-                "transactional.id": self.transactional_id,
-                "transaction.timeout.ms": self.transaction_timeout_ms(),
-                "client.id": self.transactional_id,
-                "retry.backoff.ms": TXN_RETRY_BACKOFF_MS,
-            }
-        )
-        try:
-            worker = start_worker(
-                "producer", cfg, self.opts.client_version, self.transactional_id, START_WAIT
+        if self._txp is None:
+            cfg = transactional_config(
+                self.opts,
+                self.bootstrap,
+                self.deadline,
+                self.transactional_id,
+                self.transaction_timeout_ms(),
             )
-        except Exception as e:  # noqa: BLE001 - no client: nothing sent
-            raise ConnectFailed(f"{self.node}: cannot make a producer: {describe(e)}") from None
-        p = JavaTxnProducer(worker, cfg["max.block.ms"] / 1000)
-        began = time.monotonic()
-        try:
-            p.init_transactions()
-            log.info(
-                "%s: init_transactions in %.1f s", self.transactional_id, time.monotonic() - began
-            )
-        except Exception as e:  # noqa: BLE001 - no transaction began
-            worker.kill()
-            raise ConnectFailed(f"{self.node}: init_transactions: {describe(e)}") from None
-        self._txp = p
-        TRANSACTIONAL_IDS.add(self.transactional_id)  # its coordinator: a fault target
-        return p
+            self._txp = start_txn_producer(self.opts, cfg, self.node)
+            TRANSACTIONAL_IDS.add(self.transactional_id)  # its coordinator: a fault target
+        return self._txp
 
     @staticmethod
     def _transaction_version(p: JavaTxnProducer) -> int | None:
@@ -396,6 +433,37 @@ class JavaTxnClient(KafkaTxnClient, JavaQueueClient):
 
     def _drop_broken(self) -> None:
         self._drop_txn_producer()
+
+
+class JavaTxnProcessor(TxnProcessor):
+    """The kafka-txn sink's consume-transform-produce on the Java client
+    (txn_sink.py): the output records and the consumed offsets, sent with
+    the consumer's group metadata, in one transaction of the seat's
+    producer process."""
+
+    _producer: JavaTxnProducer | None
+
+    def open(self) -> JavaTxnProducer:
+        if self._producer is None:
+            o = self.sink.opts
+            # An open transaction nobody fences is aborted by the coordinator soon.
+            timeout_ms = max(5000, int(self.deadline * 1000))
+            cfg = transactional_config(
+                o, self.bootstrap, self.deadline, self.transactional_id, timeout_ms
+            )
+            self._producer = start_txn_producer(o, cfg, self.node)
+            TRANSACTIONAL_IDS.add(self.transactional_id)  # its coordinator: a fault target
+        return self._producer
+
+    def _output_failed(self, futures: list, end: float) -> BaseException | None:
+        p = self._producer
+        if p is None:
+            return WorkerGone("no transactional producer")
+        return p.sent(self.sink.output, max(0.1, end - time.monotonic()))
+
+    @staticmethod
+    def _discard(p: JavaTxnProducer) -> None:
+        p.worker.kill()  # as the process dies: its transaction is left open
 
 
 # -- share groups -------------------------------------------------------------

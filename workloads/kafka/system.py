@@ -33,6 +33,7 @@ from .java import (
     JavaQueueClient,
     JavaShareClient,
     JavaTxnClient,
+    JavaTxnProcessor,
     close_worker,
     start_worker,
 )
@@ -89,8 +90,10 @@ class KafkaSystem(System):
         db, q = KafkaOptions(**db_given), KafkaQueueOptions(**q_given)
         if existing:
             cls.refuse_broker_options(db, BROKER_OPTIONS)
-        if sink == TXN_SINK and q.client != "kafka-python":
-            raise ValueError(f"--sink {TXN_SINK}: transactions run on --client kafka-python only")
+        if sink == TXN_SINK and q.client == "confluent":
+            raise ValueError(
+                f"--sink {TXN_SINK}: transactions run on --client kafka-python or java"
+            )
         if nodes is not None and db.replication_factor > nodes:
             raise ValueError(
                 f"--replication-factor: {db.replication_factor} is more than the {nodes} nodes"
@@ -139,6 +142,8 @@ class KafkaSystem(System):
             # --txn) and the consumers. A run that fails before its teardown
             # leaves them to the harness's exit (their stdin closes).
             producers = ctx.producers if self.txn else len(ctx.nodes)
+            if ctx.sink == TXN_SINK:  # each consumer's effects producer
+                producers += ctx.consumers
             prestart(self.options.client_version, "producer", producers)
             role = "share" if self.options.consumer_mode == "share" else "consumer"
             prestart(self.options.client_version, role, ctx.consumers)
@@ -221,7 +226,7 @@ class KafkaSystem(System):
         txn completion says what it spoke)."""
         level = (self.finalized or {}).get("transaction.version")
         finalized = int(level) if level is not None and str(level).isdigit() else None
-        if self.options.client != "java" or self.ctx.sink == TXN_SINK:
+        if self.options.client != "java":
             spoken = 1
         else:
             spoken = None if finalized is None else min(finalized, 2) or 1
@@ -345,6 +350,7 @@ class KafkaSystem(System):
             return super().own_sink(kind)
         from .txn_sink import KafkaTxnSink
 
+        processor = JavaTxnProcessor if self.options.client == "java" else None
         return KafkaTxnSink(
-            self.options, self.output, self.db.bootstrap(), seats=self.ctx.consumers
+            self.options, self.output, self.db.bootstrap(), self.ctx.consumers, processor
         )

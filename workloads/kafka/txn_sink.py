@@ -53,16 +53,25 @@ class KafkaTxnSink:
     name = "kafka-txn"
     transactional = True  # the consumer commits effect and offsets together (TxnProcessor)
 
-    def __init__(self, opts: KafkaQueueOptions, output: str, reader_bootstrap: str, seats: int):
+    def __init__(
+        self,
+        opts: KafkaQueueOptions,
+        output: str,
+        reader_bootstrap: str,
+        seats: int,
+        processor: type[TxnProcessor] | None = None,
+    ):
         """`opts`: the input topic's options (producer settings are shared);
-        `output`: the topic effects go to; `seats`: consumer slots."""
+        `output`: the topic effects go to; `seats`: consumer slots;
+        `processor`: the engine's (TxnProcessor: kafka-python's)."""
         self.opts = opts
+        self.processor_class = processor or TxnProcessor
         self.output = output
         self.reader_bootstrap = reader_bootstrap
         self.seats = Shares(seats)
 
     def processor(self, node: str, bootstrap: str, deadline: float) -> TxnProcessor:
-        return TxnProcessor(self, node, bootstrap, deadline)
+        return self.processor_class(self, node, bootstrap, deadline)
 
     def apply(self, ids: list[int]) -> None:
         raise TypeError("the kafka-txn sink applies effects inside a consumer's transaction")
@@ -141,11 +150,9 @@ class TxnProcessor:
             futures = [p.send(self.sink.output, value=str(i).encode(), key=None) for i in ids]
         except Exception as e:  # noqa: BLE001 - nothing committed
             return f"begin: {describe(e)}"
-        for fut in futures:
-            try:
-                fut.get(timeout=max(0.0, end - time.monotonic()))
-            except Exception as e:  # noqa: BLE001 - abort below
-                return self._abort(f"output: {describe(e)}", end)
+        failed = self._output_failed(futures, end)
+        if failed is not None:
+            return self._abort(f"output: {describe(failed)}", end)
         finished, err = bounded(
             lambda: p.send_offsets_to_transaction(offsets, group), end - time.monotonic()
         )
@@ -162,6 +169,16 @@ class TxnProcessor:
             return "commit_transaction: no answer in time (outcome unknown)"
         return self._abort(f"commit_transaction: {describe(err)}", end)
 
+    @staticmethod
+    def _output_failed(futures: list, end: float) -> BaseException | None:
+        """Waits for the output records' sends; the first failure, if any."""
+        for fut in futures:
+            try:
+                fut.get(timeout=max(0.0, end - time.monotonic()))
+            except Exception as e:  # noqa: BLE001 - the transaction is aborted
+                return e
+        return None
+
     def _abort(self, why: str, end: float) -> str:
         p = self._producer
         if p is None:
@@ -171,13 +188,17 @@ class TxnProcessor:
             return f"aborted after {why}"
         return f"{why}; abort_transaction: {describe(err) if err else 'no answer'}"
 
+    @staticmethod
+    def _discard(p: KafkaProducer) -> None:
+        _in_background("effects-producer", lambda: close_producer(p, 1.0))
+
     def drop(self) -> None:
         """A crash: the producer goes without aborting; the seat is free for the
         next process, whose init_transactions aborts what this one left open."""
         p, self._producer = self._producer, None
         if p is not None:
             TRANSACTIONAL_IDS.discard(self.transactional_id)  # the next holder adds it again
-            _in_background("effects-producer", lambda: close_producer(p, 1.0))
+            self._discard(p)
         if not self._dropped:  # twice would free a seat someone else now holds
             self._dropped = True
             self.sink.seats.release(self.seat)

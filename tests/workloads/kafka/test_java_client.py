@@ -113,3 +113,24 @@ def test_a_share_consumer_polls_and_commits_nothing_without_a_broker(built):
     refused = JavaError("InvalidRecordStateException", "the record's lock expired")
     assert JavaShareClient._refused_or_unknown(refused) == "fail"
     assert JavaShareClient._refused_or_unknown(TimeoutError("no answer")) == "info"
+
+
+def test_a_group_member_says_its_metadata_for_the_offsets_a_transaction_sends(built):
+    """The kafka-txn sink's transactions carry the consumer's group metadata
+    (KIP-447: the broker refuses offsets from a member that lost its
+    partitions). Before it joins, a member has no generation and no id;
+    a bare group id is what an assign-mode consumer's offsets carry."""
+    opts = KafkaQueueOptions(client="java")
+    cfg = consumer_config(opts, NOWHERE, 10.0, "g-meta")
+    worker = start_worker("consumer", {**cfg, "client.id": "meta"}, None, "meta", 30.0)
+    try:
+        worker.call("subscribe", "t", 5)
+        got = worker.call("group_metadata", None, 5)
+        assert got == {
+            "group_id": "g-meta",
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+        }
+    finally:
+        worker.kill()

@@ -207,14 +207,18 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
 @pytest.mark.parametrize("client", ["kafka-python", "java"])
 def test_transactions_under_kills_are_checked(state, tmp_path, client):
     """Transactional producers under kills of their transaction coordinator
-    (or of any broker) and zombie fencing: another producer takes the
+    (or of any broker) and zombie fencing (on the Java run, consumers'
+    consume-transform-produce transactions too): another producer takes the
     transactional id of one inside a transaction; the fenced transaction
     fails, and nothing it wrote is read. The brokers finalize transactions
     v2 (KIP-890: the 4.x default; asked for by name on the Java run): the
     Java client speaks it, kafka-python speaks v1, and each txn completion
     and test.json say so, as does a claim note on the v1 run."""
-    # the Java run also aborts a transaction in ten itself, its writes in the log
-    tv = {"transaction_version": 2, "txn_abort": 0.1} if client == "java" else {}
+    # the Java run also aborts a transaction in ten itself, its writes in the
+    # log, and its consumers write their effects in transactions of their own
+    # with the consumed offsets (sendOffsetsToTransaction: the kafka-txn sink)
+    java = client == "java"
+    tv = {"transaction_version": 2, "txn_abort": 0.1} if java else {}
     run_dir, doc = run(
         state,
         tmp_path,
@@ -224,6 +228,7 @@ def test_transactions_under_kills_are_checked(state, tmp_path, client):
         nemesis_interval=3,
         fault_targets=["txn-coordinator"],
         seed=3,
+        **({"sink": "kafka-txn"} if java else {}),
     )
     ops = list(read_history(run_dir / "history.jsonl"))
     assert {"start-kill", "start-fence"} <= fault_kinds(ops)
@@ -274,9 +279,16 @@ def test_transactions_under_kills_are_checked(state, tmp_path, client):
     assert said == {spoken}  # every committed transaction spoke it, as its client said
     notes = " ".join(test["claim_notes"])
     assert f"transactions v{spoken}" in notes
-    if client == "java":  # aborted with their writes in the log: none of them read
+    if java:  # aborted with their writes in the log: none of them read
         chosen = [op for op in completions(ops, "txn", "fail") if "--txn-abort" in op["error"]]
         assert chosen and doc["properties"]["read-committed"]["exercised"]
+        # consume-transform-produce on the Java client: each delivered id's
+        # output committed once, with the offsets, whatever the kills did
+        effects = [e for op in ops if op["f"] == "effects" for e in op["value"]["effects"]]
+        assert effects and all(e["count"] == 1 for e in effects)
+        eoe = doc["properties"]["exactly-once-effect"]
+        assert eoe["claimed"] is True and eoe["valid"] is True
+        assert doc["counts"]["effect-lost"] == doc["counts"]["effect-duplicated"] == 0
     results = json.loads((run_dir / "results.json").read_text())
     assert {"at-least-once", "at-most-once"} <= set(results["properties"])
     assert doc["counts"]["aborted-read"] == 0

@@ -20,9 +20,11 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -47,7 +49,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * come back as they were), keys as UTF-8. End of stdin ends it. A producer
  * configured with a transactional.id also takes init_transactions,
  * begin_transaction (answered with whether it speaks transactions v2),
- * commit_transaction and abort_transaction.
+ * send_offsets_to_transaction (a consumer's offsets, with the group metadata
+ * a consumer's group_metadata gave), commit_transaction and abort_transaction.
  */
 public final class Worker {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -213,6 +216,33 @@ public final class Worker {
         return Duration.ofMillis(cmd.get(field).asLong());
     }
 
+    /** {"topic": t, "offsets": {partition: next offset}} as the client takes offsets. */
+    static Map<TopicPartition, OffsetAndMetadata> offsets(JsonNode c) {
+        String topic = c.get("topic").asText();
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        c.get("offsets").fields().forEachRemaining(e -> offsets.put(
+                new TopicPartition(topic, Integer.parseInt(e.getKey())),
+                new OffsetAndMetadata(e.getValue().asLong())));
+        return offsets;
+    }
+
+    /**
+     * A consumer's group metadata as its group_metadata gave it (the broker
+     * fences offsets from a member that lost its partitions, KIP-447), or a
+     * bare group id (assign mode: no member to fence).
+     */
+    static ConsumerGroupMetadata groupMetadata(JsonNode g) {
+        if (g.isTextual()) {
+            return new ConsumerGroupMetadata(g.asText());
+        }
+        JsonNode instance = g.get("group_instance_id");
+        return new ConsumerGroupMetadata(
+                g.get("group_id").asText(),
+                g.get("generation_id").asInt(),
+                g.get("member_id").asText(),
+                instance == null || instance.isNull() ? Optional.empty() : Optional.of(instance.asText()));
+    }
+
     interface Role {
         /** The answer, or null when it comes later (a send's delivery reports). */
         JsonNode handle(long q, JsonNode cmd) throws Exception;
@@ -263,6 +293,11 @@ public final class Worker {
             if (cmd.has("begin_transaction")) {
                 producer.beginTransaction();
                 return transactionV2();
+            }
+            if (cmd.has("send_offsets_to_transaction")) {
+                JsonNode c = cmd.get("send_offsets_to_transaction");
+                producer.sendOffsetsToTransaction(offsets(c), groupMetadata(c.get("group")));
+                return NODES.nullNode();
             }
             if (cmd.has("commit_transaction")) {
                 producer.commitTransaction();
@@ -378,13 +413,17 @@ public final class Worker {
             }
             if (cmd.has("commit")) {
                 JsonNode c = cmd.get("commit");
-                String topic = c.get("topic").asText();
-                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
-                c.get("offsets").fields().forEachRemaining(e -> offsets.put(
-                        new TopicPartition(topic, Integer.parseInt(e.getKey())),
-                        new OffsetAndMetadata(e.getValue().asLong())));
-                consumer.commitSync(offsets, millis(c, "timeout_ms"));
+                consumer.commitSync(offsets(c), millis(c, "timeout_ms"));
                 return NODES.nullNode();
+            }
+            if (cmd.has("group_metadata")) {
+                ConsumerGroupMetadata g = consumer.groupMetadata();
+                ObjectNode o = NODES.objectNode();
+                o.put("group_id", g.groupId());
+                o.put("generation_id", g.generationId());
+                o.put("member_id", g.memberId());
+                o.put("group_instance_id", g.groupInstanceId().orElse(null));
+                return o;
             }
             if (cmd.has("ends")) {
                 JsonNode c = cmd.get("ends");
