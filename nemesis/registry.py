@@ -13,6 +13,7 @@ from .base import Nemesis
 from .client_crash import ClientCrashNemesis
 from .fence import FenceNemesis
 from .loss import LossNemesis
+from .migrate import COLOURS as MIGRATE_COLOURS
 from .partition import PartitionNemesis
 from .power_loss import PowerLossNemesis
 from .process import KillNemesis, PauseNemesis
@@ -67,9 +68,10 @@ FaultOptions = gather(
 OPERATOR_RESTART = "operator-restart"
 
 # Shading of every nemesis activity in report.html: the faults', a rolling
-# upgrade's steps, and an operator's restart.
+# upgrade's or migration's steps, and an operator's restart.
 COLOURS: dict[str, str] = {
     **{name: f.colour for name, f in FAULTS.items()},
     **UPGRADE_COLOURS,
+    **MIGRATE_COLOURS,
     OPERATOR_RESTART: "#8d6e63",
 }

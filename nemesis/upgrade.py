@@ -38,6 +38,7 @@ class RollingUpgrade:
         """`db`: a broker's lifecycle (workloads/db.py: its `nodes`) that can roll."""
         self.db = db
         self.nodes: list[Remote] = db.nodes  # type: ignore[attr-defined]
+        self.steps = len(self.nodes) + 1  # each node, then the finalize
         self.schedule = schedule
         self.start_after = start_after
         self.sync_timeout = sync_timeout

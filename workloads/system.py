@@ -143,6 +143,13 @@ class System:
         raise ValueError(f"gate: {cls.name} cannot roll from one version to another")
 
     @classmethod
+    def gate_rolling_options(cls, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        """The system options that roll a run from options `a` to `b` (one
+        version on both sides) in its main phase; ValueError naming what
+        cannot roll."""
+        raise ValueError(f"gate: {cls.name} cannot roll from one set of options to another")
+
+    @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
         """The test's name in the store when none is given."""
         return cls.name
@@ -220,6 +227,11 @@ class System:
         """Whether the run rolls its nodes to a new version during the main
         phase (nemesis/upgrade.py drives `db`'s upgrade steps)."""
         return False
+
+    def migration(self) -> Any:
+        """A change the run rolls through its clients during the main phase
+        (nemesis/migrate.py takes its steps: a MigrationPlan), or None."""
+        return None
 
     def queue_answers(self, node: Remote) -> str | None:
         """After the final heal: None when the test's queue (or topic) answers

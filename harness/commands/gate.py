@@ -6,7 +6,11 @@ the rolling run against A: PASS when neither is worse on any property and
 no new kind of anomaly appears (exit 0), FAIL otherwise (exit 1), and exit 2
 when a run could not decide. What A and B are is the system's to say
 (`System.gate_side`, `System.gate_rolling`): Kafka versions (or unpacked
-Kafkas), RabbitMQ installs.
+Kafkas), RabbitMQ installs. Without versions, A and B are one version with
+two sets of options (`--from-option`, `--to-option`), and the rolling run
+moves from A's to B's mid-run where the system can
+(`System.gate_rolling_options`: Kafka's consumers onto another group
+protocol).
 """
 
 from __future__ import annotations
@@ -31,36 +35,62 @@ from ..run.runner import Interrupted, Run
 @dataclass
 class GateOptions:
     gate_from: str = option(
-        "", "the version (or install directory) upgraded from: the baseline", flag="--from"
+        "",
+        "the version (or install directory) upgraded from: the baseline (with --to; "
+        "without both, A and B run one version and differ in their options)",
+        flag="--from",
     )
     gate_to: str = option("", "the version (or install directory) upgraded to", flag="--to")
+    from_option: list[str] = option(
+        default_factory=list,
+        help="NAME=VALUE: a system option A's run and the rolling run start with (e.g. "
+        "group_protocol=classic), comma-separated",
+        flag="--from-option",
+    )
     to_option: list[str] = option(
         default_factory=list,
-        help="NAME=VALUE: a system option only B's run takes (e.g. queue_type=mirrored), "
-        "comma-separated",
+        help="NAME=VALUE: a system option B's run takes (e.g. queue_type=mirrored); without "
+        "--from and --to, the rolling run moves to it mid-run where the system can roll "
+        "it, comma-separated",
         flag="--to-option",
     )
 
     def __post_init__(self) -> None:
         check_values(self)
-        if not self.gate_from or not self.gate_to:
+        if bool(self.gate_from) != bool(self.gate_to):
             raise OptionError("--from and --to: both sides of the upgrade are needed")
+        if not self.gate_from and not (self.from_option or self.to_option):
+            raise OptionError(
+                "gate: nothing differs: give --from and --to versions, or --from-option "
+                "and --to-option"
+            )
+
+    def versions(self) -> bool:
+        """Whether A and B are two versions (else one version, two sets of options)."""
+        return bool(self.gate_from)
+
+    def from_options(self, system: str) -> dict[str, Any]:
+        return _options("--from-option", self.from_option, system)
 
     def to_options(self, system: str) -> dict[str, Any]:
-        """--to-option pairs as system options, each value read as the flag would be."""
-        cls = SYSTEMS[system]
-        known = {f.name: f for c in cls.option_classes for f in c.__dataclass_fields__.values()}
-        out: dict[str, Any] = {}
-        for pair in self.to_option:
-            name, sep, text = pair.partition("=")
-            name = name.strip().replace("-", "_")
-            if not sep or name not in known:
-                raise OptionError(f"--to-option {pair!r}: not NAME=VALUE of a {system} option")
-            out[name] = _value(name, text.strip(), str(known[name].type))
-        return out
+        return _options("--to-option", self.to_option, system)
 
 
-def _value(name: str, text: str, kind: str) -> Any:
+def _options(flag: str, pairs: list[str], system: str) -> dict[str, Any]:
+    """NAME=VALUE pairs as system options, each value read as the flag would be."""
+    cls = SYSTEMS[system]
+    known = {f.name: f for c in cls.option_classes for f in c.__dataclass_fields__.values()}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in known:
+            raise OptionError(f"{flag} {pair!r}: not NAME=VALUE of a {system} option")
+        out[name] = _value(flag, name, text.strip(), str(known[name].type))
+    return out
+
+
+def _value(flag: str, name: str, text: str, kind: str) -> Any:
     """`text` as the option's declared type (bool, int, float, str) reads it."""
     try:
         if "bool" in kind:
@@ -72,7 +102,7 @@ def _value(name: str, text: str, kind: str) -> Any:
         if "float" in kind:
             return float(text)
     except ValueError:
-        raise OptionError(f"--to-option {name}: {text!r} is not of type {kind}") from None
+        raise OptionError(f"{flag} {name}: {text!r} is not of type {kind}") from None
     return text
 
 
@@ -86,21 +116,31 @@ def label(side: str) -> str:
     return text
 
 
+def options_label(options: dict[str, Any]) -> str:
+    """A side given by its options, as a test-name part."""
+    return label("-".join(f"{k}_{v}" for k, v in sorted(options.items())) or "defaults")
+
+
 def gate_runs(base: RunOptions, gate: GateOptions) -> list[tuple[str, RunOptions]]:
     """The three runs' names and options: A, B, A rolled to B; one seed for all."""
     cls = SYSTEMS[base.system]
-    a, b = gate.gate_from, gate.gate_to
     seed = base.seed if base.seed is not None else random.randrange(1 << 30)
     name = base.test_name()
     common = base.system_options
+    fa, fb = gate.from_options(base.system), gate.to_options(base.system)
     try:
+        if gate.versions():
+            a, b = gate.gate_from, gate.gate_to
+            sides = (label(a), label(b))
+            rolled = cls.gate_rolling(a, b)
+            fa, fb = {**cls.gate_side(a), **fa}, {**cls.gate_side(b), **fb}
+        else:  # one version; the rolling run moves from A's options to B's mid-run
+            sides = (options_label(fa), options_label(fb))
+            rolled = cls.gate_rolling_options({**common, **fa}, {**common, **fb})
         runs = [
-            (f"{name}-from-{label(a)}", {**common, **cls.gate_side(a)}),
-            (
-                f"{name}-to-{label(b)}",
-                {**common, **cls.gate_side(b), **gate.to_options(base.system)},
-            ),
-            (f"{name}-rolling-{label(a)}-to-{label(b)}", {**common, **cls.gate_rolling(a, b)}),
+            (f"{name}-from-{sides[0]}", {**common, **fa}),
+            (f"{name}-to-{sides[1]}", {**common, **fb}),
+            (f"{name}-rolling-{sides[0]}-to-{sides[1]}", {**common, **fa, **rolled}),
         ]
     except ValueError as e:
         raise RunError(str(e)) from None

@@ -31,6 +31,7 @@ from rich.markup import escape
 
 from nemesis.base import FaultContext, Nemesis, Settings
 from nemesis.iptables import heal_leftovers
+from nemesis.migrate import RollingMigration
 from nemesis.registry import FAULTS
 from nemesis.schedule import Schedule
 from nemesis.upgrade import RollingUpgrade
@@ -185,7 +186,7 @@ class Parts:
     interp: Interpreter
     schedule: Schedule
     sink: Sink | None = None
-    upgrade: RollingUpgrade | None = None
+    upgrade: RollingUpgrade | RollingMigration | None = None  # rolled during the main phase
 
 
 class Run:
@@ -339,13 +340,18 @@ class Run:
         # The clients were made before the faults (a client crash needs them),
         # but stop before the heal, as in the final phase: no new op meets it.
         undo.push("stop clients", lambda: self._stop_clients(gen, interp))
-        upgrade = None
+        upgrade: RollingUpgrade | RollingMigration | None = None
+        start_after = min(opts.nemesis_interval, opts.time_limit / 4)
+        plan = system.migration()
         if system.rolls_upgrade() and supports(system.db, Upgradable):
             upgrade = RollingUpgrade(
-                system.db,
-                schedule,
-                start_after=min(opts.nemesis_interval, opts.time_limit / 4),
-                sync_timeout=opts.recovery_timeout,
+                system.db, schedule, start_after, sync_timeout=opts.recovery_timeout
+            )
+        elif plan is not None:
+            # its steps spread over the main phase; each waits for its client's next op
+            every = (opts.time_limit - start_after) / (plan.steps() + 1)
+            upgrade = RollingMigration(
+                plan, schedule, start_after, every, step_timeout=max(5.0, 2 * opts.op_timeout)
             )
         return Parts(nodes, system, history, gen, interp, schedule, sink, upgrade)
 
@@ -401,7 +407,7 @@ class Run:
         self.progress.running(status)
         # A rolling upgrade happens during the main phase: while it is under
         # way the phase goes on (load and faults), up to a bound.
-        steps = len(upgrade.nodes) + 1 if upgrade else 0
+        steps = upgrade.steps if upgrade else 0
         longest = gen.time_limit + self.opts.recovery_timeout * steps
         while True:
             self._extend_for_upgrade(parts, longest)

@@ -45,8 +45,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import kafka.errors as Errors
 from kafka import KafkaConsumer, KafkaProducer
@@ -57,6 +57,9 @@ from harness.options import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_v
 
 from ..client import Op, complete, describe, dispatch, process_delivery
 from .segments import read_value, record_value
+
+if TYPE_CHECKING:
+    from .migration import GroupProtocolMigration
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,13 @@ class KafkaQueueOptions:
         "classic",
         "consumer group rebalance protocol: classic, or consumer (KIP-848: the broker "
         "assigns, no client-side timeouts; --client confluent or java)",
+        choices=GROUP_PROTOCOLS,
+    )
+    migrate_group_protocol: str | None = option(
+        None,
+        "the group protocol the consumers move to during the main phase, one at a time, "
+        "each closing its consumer and joining again (KIP-848's online migration; what a "
+        "gate from one --group-protocol to the other rolls)",
         choices=GROUP_PROTOCOLS,
     )
     share_acks: str = option(
@@ -208,6 +218,17 @@ class KafkaQueueOptions:
                 raise ValueError(
                     f"--group-protocol consumer: a group protocol is a subscribing group's, "
                     f"not --consumer-mode {self.consumer_mode}'s"
+                )
+        if self.migrate_group_protocol is not None:
+            if self.migrate_group_protocol == self.group_protocol:
+                raise ValueError(
+                    f"--migrate-group-protocol {self.migrate_group_protocol}: the consumers "
+                    "already speak it (--group-protocol)"
+                )
+            if self.client == "kafka-python" or self.consumer_mode != "subscribe":
+                raise ValueError(
+                    "--migrate-group-protocol: a subscribing group on --client confluent or "
+                    "java (the engines that speak both protocols)"
                 )
         if self.client_version is not None:
             if self.client != "java":
@@ -491,6 +512,9 @@ class KafkaQueueClient:
         self._ends: dict[TopicPartition, int] = {}
         self._unsettled: str | None = None
 
+    # a rolling move of the group to another protocol (migration.py), if the run has one
+    migration: GroupProtocolMigration | None = None
+
     # -- operations -------------------------------------------------------
     def invoke(self, op: Op) -> Op:
         self.process = op["process"]
@@ -643,6 +667,11 @@ class KafkaQueueClient:
 
     def _receive(self, op: Op) -> Op:
         self._flush_events()  # what happened since our last op comes before this one
+        if self.migration is not None and self.migration.due(self):
+            # this process's turn: its consumer leaves the group, and the next
+            # one joins on the protocol the group is moving to
+            self._drop_consumer()
+            self.opts = replace(self.opts, group_protocol=self.migration.to)
         try:
             self._processor_open()
             c = self._consumer_open()

@@ -29,6 +29,18 @@ TXN_COORDINATOR_KILLS_AND_FENCES = {
     "fault_targets": ["txn-coordinator"],
     "nemesis_interval": 5.0,
 }
+# The group coordinator killed and cut off, and first a consumer that crashes
+# once it acknowledged a delivery: with one consumer a partition, its
+# partition must change hands (a KIP-848 group keeps its assignment through
+# its coordinator's faults).
+GROUP_COORDINATOR_FAULTS = {
+    "nemesis": ["partition", "kill", "crash-client"],
+    "fault_targets": ["group-coordinator"],
+    "partition_shapes": ["isolate-coordinator"],
+    "crash_point": "after-ack",
+    "concurrency": 6,
+    "producers": 3,
+}
 # One transaction in ten aborted by its producer once its writes are in the
 # log: whether a consumer reads them then depends on its isolation level
 # alone, not on a fault landing between a write and its transaction's end.
@@ -263,6 +275,47 @@ FINDINGS = [
         {"read-committed": True, "at-least-once": True},
         "the control: a fenced or coordinator-less transaction is aborted and a "
         "read_committed consumer never sees its records; what committed is all there",
+    ),
+    *(
+        Finding(
+            Preset(
+                f"kafka-kip848-coordinator-faults-{client}",
+                f"Kafka consumer group on KIP-848's consumer protocol ({client}): the group "
+                "coordinator killed and cut off, a consumer crashing after it acknowledged "
+                "a delivery, one consumer a partition",
+                {
+                    **GROUP_COORDINATOR_FAULTS,
+                    "system": "kafka",
+                    "system_options": {
+                        "acks": "all",
+                        "client": client,
+                        "group_protocol": "consumer",
+                    },
+                },
+            ),
+            {"at-least-once": True, "single-owner": True},
+            "the control: the coordinator's faults and a member's crash move partitions, "
+            "and none is read by two members at once (KAFKA-16147) or lost",
+        )
+        for client in ("confluent", "java")
+    ),
+    Finding(
+        Preset(
+            "kafka-java-share-coordinator",
+            "Kafka share group (KIP-932) on the Java client's KafkaShareConsumer: its "
+            "share coordinator killed, consumers crashing with records acquired (after "
+            "their effect, before acknowledging)",
+            {
+                "system": "kafka",
+                "nemesis": ["crash-client", "kill"],
+                "fault_targets": ["share-coordinator"],
+                "crash_point": "after-effect",
+                "system_options": {"acks": "all", "client": "java", "consumer_mode": "share"},
+            },
+        ),
+        {"share-at-least-once": True, "share-delivery-limit": True, "share-redelivery": True},
+        "the control: the share partitions' state survives its coordinator's deaths: a "
+        "record whose consumer died comes back, none past the delivery limit",
     ),
     Finding(
         Preset(

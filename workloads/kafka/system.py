@@ -9,7 +9,7 @@ import logging
 import re
 import secrets
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from .java import (
 )
 from .java import producer_config as java_producer_config
 from .jvm import end_all, prestart
+from .migration import GroupProtocolMigration
 from .presets import PRESETS, TXN_SINK
 from .share import ShareQueueClient, set_share_group, share_group_config, warm_up_share_group
 from .txn import KafkaTxnClient
@@ -135,6 +136,8 @@ class KafkaSystem(System):
         else:
             self._pool = ProducerPool(self._make_producer, linger=ctx.op_timeout)
         self._shares = Shares(ctx.consumers)  # assign mode: partitions split among consumers
+        to = self.options.migrate_group_protocol
+        self._migration = GroupProtocolMigration(to, ctx.consumers) if to else None
         self.finalized: dict[str, Any] | None = None  # the brokers' feature levels, once read
         if self.options.client == "java":
             # The Java clients' JVMs start now, while the brokers are set up,
@@ -169,6 +172,22 @@ class KafkaSystem(System):
         to = cls.gate_side(b)
         home = {"upgrade_home": to["kafka_home"]} if "kafka_home" in to else {}
         return {**cls.gate_side(a), "upgrade_to": to["version"], **home}
+
+    @classmethod
+    def gate_rolling_options(cls, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        """A gate between two sets of options on one version rolls a change
+        of group protocol (the consumers move one at a time); nothing else."""
+        default = {f.name: f.default for c in cls.option_classes for f in fields(c)}
+        changed = sorted(
+            k for k in {*a, *b} if a.get(k, default.get(k)) != b.get(k, default.get(k))
+        )
+        if changed == ["group_protocol"]:
+            return {"migrate_group_protocol": b.get("group_protocol", "classic")}
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in changed) or "nothing"
+        raise ValueError(
+            f"gate: kafka rolls a change of --group-protocol alone, not of {flags} "
+            "(give --from and --to versions to roll the brokers)"
+        )
 
     @classmethod
     def default_name(cls, options: dict[str, Any]) -> str:
@@ -286,7 +305,9 @@ class KafkaSystem(System):
             engine = JavaQueueClient
         else:
             engine = KafkaQueueClient
-        return engine(node.name, self.bootstrap(node), self.options, self._pool, **kw)
+        client = engine(node.name, self.bootstrap(node), self.options, self._pool, **kw)
+        client.migration = self._migration
+        return client
 
     def prepare(self) -> None:
         create_topic(self.db, self.queue, self.options.partitions)
@@ -335,6 +356,9 @@ class KafkaSystem(System):
 
     def rolls_upgrade(self) -> bool:
         return not self.ctx.existing and bool(self.db.opts.upgrade_to)
+
+    def migration(self) -> GroupProtocolMigration | None:
+        return self._migration
 
     def cleanup(self) -> None:
         if self.options.client == "java":

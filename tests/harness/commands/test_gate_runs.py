@@ -74,3 +74,67 @@ def test_bad_to_options_are_refused_by_name(pairs, message):
 def test_the_gate_command_without_a_side_is_exit_2(capsys, tmp_path):
     assert main(["gate", "--to", "4.3.1", "--store", str(tmp_path)]) == 2
     assert "--from and --to: both sides" in capsys.readouterr().err
+
+
+def test_one_version_two_group_protocols_roll_the_consumers_onto_the_new_one():
+    """A gate between options on one version: A and B differ in
+    --group-protocol, and the rolling run starts as A and moves its consumers
+    to B's protocol one at a time (KIP-848's online migration)."""
+    base = RunOptions(system="kafka", seed=3, system_options={"client": "confluent"})
+    gate = GateOptions(
+        from_option=["group_protocol=classic"], to_option=["group_protocol=consumer"]
+    )
+    runs = gate_runs(base, gate)
+    assert [name for name, _ in runs] == [
+        "kafka-acks-all-confluent-from-group_protocol_classic",
+        "kafka-acks-all-confluent-to-group_protocol_consumer",
+        "kafka-acks-all-confluent-rolling-group_protocol_classic-to-group_protocol_consumer",
+    ]
+    a, b, rolling = (opts.system_options for _, opts in runs)
+    assert a == {"client": "confluent", "group_protocol": "classic"}
+    assert b == {"client": "confluent", "group_protocol": "consumer"}
+    assert rolling == {**a, "migrate_group_protocol": "consumer"}
+
+
+@pytest.mark.parametrize(
+    "gate, message",
+    [
+        (
+            {"from_option": ["acks=1"], "to_option": ["acks=all"]},
+            "kafka rolls a change of --group-protocol alone, not of --acks",
+        ),
+        ({"to_option": ["group_protocol=classic"]}, "not of nothing"),
+    ],
+)
+def test_options_kafka_cannot_roll_are_refused_by_name(gate, message):
+    with pytest.raises(RunError, match=message):
+        gate_runs(RunOptions(system="kafka"), GateOptions(**gate))
+
+
+def test_a_gate_with_nothing_to_compare_is_exit_2(capsys, tmp_path):
+    assert main(["gate", "--store", str(tmp_path)]) == 2
+    assert "gate: nothing differs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (
+            {"migrate_group_protocol": "consumer"},
+            "a subscribing group on --client confluent or java",
+        ),
+        (
+            {
+                "client": "confluent",
+                "group_protocol": "consumer",
+                "migrate_group_protocol": "consumer",
+            },
+            "the consumers already speak it",
+        ),
+    ],
+)
+def test_a_migration_the_engine_cannot_make_is_refused_by_name(given, message):
+    from workloads.kafka.client import KafkaQueueOptions
+
+    with pytest.raises(ValueError, match=message):
+        KafkaQueueOptions(**given)

@@ -140,6 +140,40 @@ def test_acks_all_idempotent_loses_nothing_under_partitions_and_kills(state, tmp
     print("properties:", json.dumps(doc["properties"]))
 
 
+def test_a_group_moved_to_kip848_one_consumer_at_a_time_loses_nothing(state, tmp_path):
+    """`--migrate-group-protocol consumer` (what a gate from
+    --group-protocol classic to consumer rolls): a classic group of confluent
+    consumers moves to KIP-848's protocol one consumer at a time during the
+    main phase, while partitions cut the group coordinator off; each step is
+    in the history, every consumer moved, and nothing is lost."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "client": "confluent", "migrate_group_protocol": "consumer"},
+        time_limit=20,
+        concurrency=6,
+        producers=3,
+        nemesis=["partition"],
+        nemesis_interval=5,
+        partition_shapes=["isolate-coordinator"],
+        seed=2,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    steps = [op["value"] for op in ops if op["f"] == "start-migrate" and op["value"]]
+    assert steps == [{"consumers": k, "of": 3, "group_protocol": "consumer"} for k in (1, 2, 3)]
+    moved = [op["value"] for op in ops if op["f"] == "stop-migrate" and op["value"]]
+    assert [m["moved"] for m in moved] == [1, 2, 3]  # each at its consumer's next receive
+    # each moved consumer left the group and joined again: assignments after the moves
+    last_move = max(op["index"] for op in ops if op["f"] == "stop-migrate")
+    assert any(op["f"] == "assign" and op["index"] > last_move for op in ops)
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["config"]["group_protocol"] == "classic"  # A's claims: the group began classic
+    counts = doc["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 500
+    assert doc["properties"]["at-least-once"]["valid"] is True
+    assert doc["counts"]["double-ownership"] == 0
+
+
 @pytest.mark.parametrize("client", ["confluent", "java"])
 def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
     state, tmp_path, client
