@@ -671,7 +671,8 @@ class KafkaQueueClient:
             # this process's turn: its consumer leaves the group, and the next
             # one joins on the protocol the group is moving to
             self._drop_consumer()
-            self.opts = replace(self.opts, group_protocol=self.migration.to)
+            to = self.migration.to
+            self.opts = replace(self.opts, group_protocol=to, migrate_group_protocol=None)
         try:
             self._processor_open()
             c = self._consumer_open()
