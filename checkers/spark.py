@@ -30,8 +30,10 @@ def under_spark_submit() -> bool:
 
 
 # Below this a check is mostly JVM start, planning and code generation, not
-# data: one shuffle partition, no adaptive re-planning between stages, no
-# generated code.
+# data: one shuffle partition, and no adaptive re-planning between stages.
+# (Interpreted expressions took a fifth off a warm check of a 26,000-message
+# run, but a session made for small input and handed a million-op history
+# checked it three times slower: code generation stays on.)
 SMALL_INPUT = 64 << 20
 
 
@@ -93,11 +95,6 @@ def spark_session(
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions(input_bytes)),
         "spark.sql.adaptive.enabled": str(input_bytes >= SMALL_INPUT).lower(),
-        # small input: expressions interpreted, not compiled (a fifth off a
-        # warm check of a 26,000-message run: 15 s to 12 s); set either way,
-        # as a session reused for a larger history keeps what it was given
-        "spark.sql.codegen.wholeStage": str(input_bytes >= SMALL_INPUT).lower(),
-        "spark.sql.codegen.factoryMode": "FALLBACK" if input_bytes >= SMALL_INPUT else "NO_CODEGEN",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": java_options(),
         "spark.executor.extraJavaOptions": JAVA_LOG,
