@@ -55,6 +55,11 @@ PORT, CONTROLLER_PORT = 9092, 9093
 TOOL_JVM = "-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+def tool_java(libs: str) -> str:
+    """`java` for one of Kafka's tools, its classes from `libs`."""
+    return f"java {TOOL_JVM} -cp {shlex.quote(libs)}/'*'"
+
+
 @dataclass
 class KafkaOptions:
     version: str = option(
@@ -371,9 +376,8 @@ class Kafka(
         node.write(f"{d}/etc/server.properties", self.server_properties(node))
         node.write(f"{d}/etc/log4j2.properties", self.log4j2(node))
         node.run(
-            f"java {TOOL_JVM} -Dlog4j2.configurationFile={d}/etc/log4j2.properties "
-            f"-cp {shlex.quote(self.dist(self.running[node.name]).node_libs)}/'*' "
-            "kafka.tools.StorageTool format "
+            f"{tool_java(self.dist(self.running[node.name]).node_libs)} "
+            f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties kafka.tools.StorageTool format "
             f"--config {d}/etc/server.properties --cluster-id {self.cluster_id} "
             f"{self.feature_flags()}>> {d}/log/format.out 2>&1",
             timeout=120,
@@ -548,7 +552,7 @@ class Kafka(
         the newest version here, run on `node` (the first by default)."""
         libs = self.dist(self.opts.upgrade_to or self.opts.version).node_libs
         return (node or self.nodes[0]).run(
-            f"java {TOOL_JVM} -cp {shlex.quote(libs)}/'*' org.apache.kafka.tools.{main} "
+            f"{tool_java(libs)} org.apache.kafka.tools.{main} "
             f"--bootstrap-server {self.bootstrap()} {args}",
             check=False,
             timeout=timeout,

@@ -142,6 +142,12 @@ def close_worker(worker: JvmWorker, linger: float) -> None:
     worker.close(linger)
 
 
+def sent_results(results: list) -> list:
+    """A send command's answer, record by record: [partition, offset] is
+    Delivered, [class, message, retriable, not queued] a JavaError."""
+    return [JavaError(*r) if isinstance(r[0], str) else Delivered(*r) for r in results]
+
+
 class JavaQueueClient(KafkaQueueClient):
     """KafkaQueueClient's ops on the Java producer and consumers."""
 
@@ -174,8 +180,7 @@ class JavaQueueClient(KafkaQueueClient):
             return [e] * n
         except (TimeoutError, JavaError) as e:
             return [e] * n
-        # [partition, offset], or [class, message, retriable, not queued]
-        out = [JavaError(*r) if isinstance(r[0], str) else Delivered(*r) for r in results]
+        out = sent_results(results)
         if any(isinstance(r, JavaError) and r.not_queued and r.cls in BROKEN for r in out):
             self._drop_broken()
         return out
@@ -382,7 +387,7 @@ class JavaTxnProducer:
             results = self.worker.call("send", {"topic": topic, "records": records}, wait)
         except (WorkerGone, TimeoutError, JavaError) as e:
             return e
-        return next((JavaError(*r) for r in results if isinstance(r[0], str)), None)
+        return next((r for r in sent_results(results) if isinstance(r, JavaError)), None)
 
     def send_offsets_to_transaction(self, offsets: dict[str, int], group: Any) -> None:
         """`group`: the consumer's group metadata (JavaQueueClient._group_metadata),

@@ -195,7 +195,7 @@ def read_state(db: Any, topics: list[str], into: Path, root: str) -> dict:
 
         # a transaction can hang only where producers were transactional (the
         # three tool JVMs are a third of the read, on two cores)
-        transacted = (getattr(db, "coordinated", None) or {}).get("txn", True)
+        transacted = db.coordinated.get("txn", True)
         hangs = {n.name: pool.submit(find_hanging, n) for n in db.nodes if transacted}
         doc["replicas"] = {}
         for name, said in logs:
