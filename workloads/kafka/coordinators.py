@@ -37,6 +37,15 @@ KINDS = tuple(INTERNAL_TOPICS)
 FENCE_TIMEOUT_MS = 10_000  # the fencer's InitProducerId, under faults
 
 
+def producer_id_and_epoch(p: KafkaProducer) -> tuple[int | None, int | None]:
+    """A kafka-python producer's id and epoch (its transaction manager's; the
+    client has no public call for them); (None, None) where it has none."""
+    held = getattr(getattr(p, "_transaction_manager", None), "producer_id_and_epoch", None)
+    if held is None or held.producer_id < 0:
+        return None, None
+    return held.producer_id, held.epoch
+
+
 def java_hash(s: str) -> int:
     """Java's String.hashCode: over UTF-16 code units, in 32-bit arithmetic."""
     h = 0
@@ -222,7 +231,9 @@ class KafkaCoordinators:
             return {**value, "fenced": False, "error": describe(e)}
         try:
             fencer.init_transactions()
-            value["fenced"] = True
+            # the epoch it took: the fenced producer's writes carry a lower one
+            producer_id, epoch = producer_id_and_epoch(fencer)
+            value |= {"fenced": True, "producer-id": producer_id, "producer-epoch": epoch}
         except Exception as e:  # noqa: BLE001 - it may or may not have bumped the epoch
             value |= {"fenced": "unknown", "error": describe(e)}
         finally:

@@ -363,7 +363,9 @@ class JavaTxnProducer:
         self.block = block  # the client's max.block.ms, in seconds
         self.input_topic = input_topic
         self.records: list = []
-        self.v2: bool | None = None  # as the client said at begin
+        # the transaction under way as the client said at begin: "v2",
+        # "producer_id", "epoch" (Worker.java's transactionState)
+        self.state: dict[str, Any] = {}
 
     def _call(self, command: str) -> Any:
         return self.worker.call(command, None, self.block + 2.0)
@@ -373,7 +375,7 @@ class JavaTxnProducer:
 
     def begin_transaction(self) -> None:
         self.records = []
-        self.v2 = self._call("begin_transaction")
+        self.state = self._call("begin_transaction") or {}
 
     def send(self, topic: str, value: bytes, key: bytes | None = None) -> int:
         self.records.append([key.decode() if key is not None else None, value.decode("latin-1")])
@@ -426,7 +428,12 @@ class JavaTxnClient(KafkaTxnClient, JavaQueueClient):
 
     @staticmethod
     def _transaction_version(p: JavaTxnProducer) -> int | None:
-        return None if p.v2 is None else 2 if p.v2 else 1
+        v2 = p.state.get("v2")
+        return None if v2 is None else 2 if v2 else 1
+
+    @staticmethod
+    def _producer_epoch(p: JavaTxnProducer) -> tuple[int | None, int | None]:
+        return p.state.get("producer_id"), p.state.get("epoch")
 
     def _await(self, futures: list, end: float) -> list:
         """A transaction's sends, in one command to its producer."""

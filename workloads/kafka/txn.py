@@ -37,7 +37,7 @@ from .client import (
     bounded,
     close_producer,
 )
-from .coordinators import TRANSACTIONAL_IDS
+from .coordinators import TRANSACTIONAL_IDS, producer_id_and_epoch
 
 RUN_TOKEN = uuid.uuid4().hex[:8]  # transactional ids are unique across runs too
 # A transaction begun right after a commit gets CONCURRENT_TRANSACTIONS on its
@@ -137,10 +137,14 @@ class KafkaTxnClient(KafkaQueueClient):
         TRANSACTIONAL_IDS.begin(self.transactional_id)  # the fence fault's choice
         try:
             # the completion names its producer (a fence's two producers meet in
-            # the history) and the transaction protocol its client spoke
+            # the history, and its epoch says which of them wrote) and the
+            # transaction protocol its client spoke
+            producer_id, epoch = self._producer_epoch(p)
             value = {
                 **value,
                 "transactional_id": self.transactional_id,
+                "producer_id": producer_id,
+                "producer_epoch": epoch,
                 "transaction_version": self._transaction_version(p),
             }
             return self._in_txn(op, p, value, mops, work_end, abort_end)
@@ -152,6 +156,12 @@ class KafkaTxnClient(KafkaQueueClient):
         """kafka-python's EndTxn stops at v3, before KIP-890's transactions
         v2: it speaks v1 whatever the brokers finalized."""
         return 1
+
+    @staticmethod
+    def _producer_epoch(p) -> tuple[int | None, int | None]:
+        """The producer id and epoch this transaction's writes carry, as the
+        client holds them (kafka-python keeps them in its transaction manager)."""
+        return producer_id_and_epoch(p)
 
     def _in_txn(self, op: Op, p: KafkaProducer, value, mops, work_end: float, abort_end: float):
 

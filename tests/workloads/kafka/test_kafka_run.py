@@ -283,31 +283,33 @@ def test_transactions_under_kills_are_checked(state, tmp_path, client):
     assert kills and all(len(v["nodes"]) == 1 for v in kills)  # one coordinator at a time
     assert any("fallback" not in v for v in kills)
     # the fence: a producer of the nemesis took over the id of one inside a
-    # transaction; that producer's transaction then failed or ended unknown
-    # (on its commit or its next sends), and no transaction it had begun
-    # before the fence completed ok after it
+    # transaction, bumping its epoch; that producer's transaction then failed
+    # or ended unknown (on its commit or its next sends), and no transaction
+    # written with an older epoch completed ok after the fence (the process
+    # may start a new producer with the id, which fences the fencer: that one
+    # may commit, even before the fence's op is written)
     fence_ops = [op for op in ops if op["f"] == "start-fence"]
     taken = {}
     for began, done in zip(fence_ops[::2], fence_ops[1::2], strict=True):
         v = done["value"]
         if v["fenced"] is True and v["in-transaction"]:
-            taken[v["transactional-id"]] = (began["index"], done["index"])
+            assert v["producer-id"] >= 0 and v["producer-epoch"] >= 0
+            taken[v["transactional-id"]] = (began["index"], done["index"], v)
     assert taken
-    invoked = {}
     fenced, zombie = [], []
     for op in ops:
-        if op["f"] != "txn":
+        tid = (op["value"] or {}).get("transactional_id") if op["f"] == "txn" else None
+        if tid not in taken or op["type"] == "invoke":
             continue
-        if op["type"] == "invoke":
-            invoked[op["process"]] = op["index"]
-            continue
-        tid = (op["value"] or {}).get("transactional_id")
-        if tid not in taken:
-            continue
-        began, done = taken[tid]
+        began, done, fence = taken[tid]
+        assert op["value"]["producer_id"] >= 0 and op["value"]["producer_epoch"] >= 0
         if op["type"] != "ok" and op["index"] > began:
             fenced.append(op)
-        if op["type"] == "ok" and invoked[op["process"]] < done < op["index"]:
+        older = (op["value"]["producer_id"], op["value"]["producer_epoch"]) < (
+            fence["producer-id"],
+            fence["producer-epoch"],
+        )
+        if op["type"] == "ok" and op["index"] > done and older:
             zombie.append(op)
     assert fenced and not zombie
     print(f"taken over {sorted(taken)}:", *(op["error"] for op in fenced), sep="\n")

@@ -37,6 +37,7 @@ import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.utils.AppInfoParser;
+import org.apache.kafka.common.utils.ProducerIdAndEpoch;
 
 /**
  * One Kafka client of a queuecheck run (workloads/kafka/java.py drives it):
@@ -261,22 +262,39 @@ public final class Worker {
         }
 
         /**
-         * Whether the transaction under way speaks KIP-890's transactions v2
-         * (the client chooses at begin, from the brokers' finalized
-         * transaction.version): read from the transaction manager, which
-         * the client does not expose; null if this client has no such field.
+         * The transaction under way as the client holds it, read from its
+         * transaction manager (the client does not expose it): "v2", whether
+         * it speaks KIP-890's transactions v2 (chosen at begin from the
+         * brokers' finalized transaction.version), and "producer_id" /
+         * "epoch", which its writes and EndTxn carry (a fence compares them);
+         * null where this client has no such field.
          */
-        private JsonNode transactionV2() {
+        private JsonNode transactionState() {
+            ObjectNode state = NODES.objectNode();
+            Object manager;
             try {
                 Field tm = KafkaProducer.class.getDeclaredField("transactionManager");
                 tm.setAccessible(true);
-                Object manager = tm.get(producer);
+                manager = tm.get(producer);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                return state.putNull("v2").putNull("producer_id").putNull("epoch");
+            }
+            try {
                 Field v2 = manager.getClass().getDeclaredField("isTransactionV2Enabled");
                 v2.setAccessible(true);
-                return NODES.booleanNode(v2.getBoolean(manager));
+                state.put("v2", v2.getBoolean(manager));
             } catch (ReflectiveOperationException | RuntimeException e) {
-                return NODES.nullNode();
+                state.putNull("v2");
             }
+            try {
+                Field held = manager.getClass().getDeclaredField("producerIdAndEpoch");
+                held.setAccessible(true);
+                ProducerIdAndEpoch ids = (ProducerIdAndEpoch) held.get(manager);
+                state.put("producer_id", ids.producerId).put("epoch", ids.epoch);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                state.putNull("producer_id").putNull("epoch");
+            }
+            return state;
         }
 
         @Override
@@ -292,7 +310,7 @@ public final class Worker {
             }
             if (cmd.has("begin_transaction")) {
                 producer.beginTransaction();
-                return transactionV2();
+                return transactionState();
             }
             if (cmd.has("send_offsets_to_transaction")) {
                 JsonNode c = cmd.get("send_offsets_to_transaction");
