@@ -12,6 +12,7 @@ from harness.options import POSITIVE, gather, option
 from .base import Nemesis
 from .client_crash import ClientCrashNemesis
 from .fence import FenceNemesis
+from .file_corruption import FileCorruptionNemesis
 from .loss import LossNemesis
 from .migrate import COLOURS as MIGRATE_COLOURS
 from .partition import PartitionNemesis
@@ -31,6 +32,7 @@ FAULTS: dict[str, type[Nemesis]] = {
         PowerLossNemesis,
         ClientCrashNemesis,
         FenceNemesis,
+        FileCorruptionNemesis,
     )
 }
 

@@ -84,6 +84,23 @@ class PowerLoss(Protocol):
 
 
 @runtime_checkable
+class DataFiles(Protocol):
+    """Brokers whose data files a fault may change while they are down
+    (file-corruption): each kind of file it keeps, found on a node. The
+    class names its kinds, `FILE_KINDS` (kind -> what it is: --file-kinds'
+    choices), and `DEFAULT_FILE_KINDS` (its message data)."""
+
+    def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
+        """(kind, path, size) of every non-empty file of `kinds` on the node."""
+        ...
+
+    def scratch(self, node: Remote) -> str:
+        """A directory of the node's own tree, outside the broker's data,
+        removed with the tree (a fault's snapshots)."""
+        ...
+
+
+@runtime_checkable
 class ReplicationPort(Protocol):
     """Brokers that replicate on a port of their own, apart from their
     controllers' (--partition-shapes isolate-primary-data cuts it alone)."""

@@ -123,6 +123,21 @@ class PidfileProcess:
         return self.signal(node, "CONT")
 
 
+def files_of_kinds(
+    node: Remote, base: str, kind_of: Callable[[str], str | None], kinds: list[str]
+) -> list[tuple[str, str, int]]:
+    """(kind, path, size) of every non-empty file under `base` whose path
+    relative to it `kind_of` names one of `kinds` (DataFiles.data_files)."""
+    r = node.run(f"find {shlex.quote(base)} -type f -size +0 -printf '%s %P\\n'", timeout=30)
+    found = []
+    for line in r.out.splitlines():
+        size, _, rel = line.partition(" ")
+        kind = kind_of(rel)
+        if kind in kinds:
+            found.append((kind, f"{base}/{rel}", int(size)))
+    return sorted(found)
+
+
 def copy_dirs(node: Remote, dirs: list[str], into: Path) -> None:
     """Copies every file of the node's `dirs` into `into`; never raises (logs are best effort)."""
     into.mkdir(parents=True, exist_ok=True)

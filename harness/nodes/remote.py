@@ -11,9 +11,12 @@ import secrets
 import shlex
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import paramiko
 
@@ -245,6 +248,16 @@ class Remote:
                     sftp.rmdir(private)
         except (OSError, paramiko.SSHException) as e:
             raise RemoteError(f"{self.name}: cannot write {remote}: {e}") from None
+
+    @contextmanager
+    def open_file(self, remote: str) -> Iterator[IO[bytes]]:
+        """The file at `remote` open to read and change in place (seek, read,
+        write, truncate), over the node's SFTP session."""
+        try:
+            with self.client().open_sftp() as sftp, sftp.open(remote, "r+b") as fh:
+                yield fh  # type: ignore[misc]
+        except (OSError, paramiko.SSHException) as e:
+            raise RemoteError(f"{self.name}: cannot change {remote}: {e}") from None
 
     def get(self, remote: str, local: str | Path) -> None:
         try:

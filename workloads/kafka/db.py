@@ -31,18 +31,20 @@ from ..capabilities import (
     BrokerState,
     Controller,
     Coordinators,
+    DataFiles,
     Fencing,
     Leaders,
     PowerLoss,
     ReplicationPort,
     RollingUpgrade,
 )
-from ..db import DBError, PidfileProcess, copy_dirs, first_answer
+from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answer
 from ..install import digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
 from .admin import Admin, partition_leaders, unfenced_brokers
 from .coordinators import KafkaCoordinators
 from .dist import DEFAULT_VERSION, ensure_kafka
+from .files import FILE_KINDS, file_kind
 
 DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
 STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
@@ -168,8 +170,11 @@ class Kafka(
     RollingUpgrade,
     ReplicationPort,
     BrokerState,
+    DataFiles,
 ):
     name = "kafka"
+    FILE_KINDS = FILE_KINDS
+    DEFAULT_FILE_KINDS = ("log",)
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
         self.nodes = nodes
@@ -229,6 +234,13 @@ class Kafka(
 
     def data(self, node: Remote) -> str:
         return f"{self.dir(node)}/data"
+
+    def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
+        kind_of = lambda rel: file_kind(rel, self.test_topics)  # noqa: E731
+        return files_of_kinds(node, self.data(node), kind_of, kinds)
+
+    def scratch(self, node: Remote) -> str:
+        return f"{self.dir(node)}/scratch"
 
     def node_id(self, node: Remote) -> int:
         return self.nodes.index(node) + 1

@@ -41,6 +41,14 @@ GROUP_COORDINATOR_FAULTS = {
     "concurrency": 6,
     "producers": 3,
 }
+# A stopped broker's test-topic log segments bit-flipped or cut short
+# (nemesis/file_corruption.py), nothing read before the drain.
+SEGMENT_DAMAGE = {
+    "nemesis": ["file-corruption"],
+    "file_faults": ["bitflip", "truncate"],
+    "nemesis_interval": 10.0,
+    **ENQUEUE_THEN_DRAIN,
+}
 # One transaction in ten aborted by its producer once its writes are in the
 # log: whether a consumer reads them then depends on its isolation level
 # alone, not on a fault landing between a write and its transaction's end.
@@ -331,6 +339,38 @@ FINDINGS = [
         {"exactly-once-effect": True},
         "the control for effects: the output and the consumed offsets commit in one "
         "transaction, so a crashed consumer's work is aborted and redone once",
+    ),
+    Finding(
+        Preset(
+            "kafka-file-corruption-every-replica",
+            "Kafka acks=all, min.insync.replicas=2, every broker killed at once and a log "
+            "segment of each bit-flipped or cut short",
+            {
+                **SEGMENT_DAMAGE,
+                "fault_targets": ["all"],
+                "system": "kafka",
+                "system_options": {"acks": "all", "idempotence": True},
+            },
+        ),
+        {"at-least-once": False},
+        "each broker truncates its log at the damage it finds on its unclean start; a "
+        "damaged replica can be elected leader, and the others then truncate to it: "
+        "acknowledged writes past its cut are gone from every replica",
+    ),
+    Finding(
+        Preset(
+            "kafka-file-corruption-one-replica",
+            "Kafka acks=all, min.insync.replicas=2, one broker at a time killed and a log "
+            "segment of its bit-flipped or cut short",
+            {
+                **SEGMENT_DAMAGE,
+                "system": "kafka",
+                "system_options": {"acks": "all", "idempotence": True},
+            },
+        ),
+        {"at-least-once": True, "per-partition-order": True},
+        "the control: the damaged broker truncates at the damage and fetches the rest "
+        "from the leader, which holds every acknowledged write",
     ),
 ]
 

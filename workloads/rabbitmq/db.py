@@ -22,9 +22,10 @@ from typing import Any
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import AT_LEAST_ONE, check_values, option
 
-from ..capabilities import BrokerState, RollingUpgrade
-from ..db import DBError, PidfileProcess, copy_dirs
+from ..capabilities import BrokerState, DataFiles, RollingUpgrade
+from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import ensure_package
+from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from .leaders import QueueLeaders
 
 SBIN = "/usr/lib/rabbitmq/bin"  # Debian's package
@@ -68,8 +69,10 @@ def install_name(home: str | None) -> str:
     return home or "debian"
 
 
-class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState):
+class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFiles):
     name = "rabbitmq"
+    FILE_KINDS = FILE_KINDS
+    DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
 
     def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):
         self.nodes = nodes
@@ -85,6 +88,12 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState):
 
     def dir(self, node: Remote) -> str:
         return f"{self.opts.base}/{node.name}/rabbitmq"
+
+    def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
+        return files_of_kinds(node, f"{self.dir(node)}/mnesia", file_kind, kinds)
+
+    def scratch(self, node: Remote) -> str:
+        return f"{self.dir(node)}/scratch"
 
     def node_name(self, node: Remote) -> str:
         return f"rabbit@{node.spec.host}"

@@ -52,6 +52,20 @@ MATRIX = [
     ),
 ]
 
+# One node's Ra write-ahead log (every quorum queue's on that node) cut at a
+# random length while its broker is down (nemesis/file_corruption.py): a torn
+# tail, which Ra drops on start. A bit flipped mid-file is a hard stop by
+# Ra's design (wal_checksum_validation_failure): that node stays down.
+WAL_CUTS = {
+    "nemesis": ["file-corruption"],
+    "file_faults": ["truncate"],
+    "file_kinds": ["quorum-wal"],
+    "nemesis_interval": 10.0,
+    **ENQUEUE_THEN_DRAIN,
+    "system": "rabbitmq",
+    "system_options": {"queue_type": "quorum"},
+}
+
 FINDINGS = [
     Finding(
         Preset(
@@ -162,6 +176,28 @@ FINDINGS = [
         {"at-least-once": True, "per-partition-order": True},
         "the control: the broker drops a publishing id it already stored for the "
         "producer's name, so the same publish again is stored once",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-quorum-wal-majority-cut",
+            "RabbitMQ quorum queue, confirms, a majority of nodes killed at once and each "
+            "one's Ra write-ahead log cut short",
+            {**WAL_CUTS, "fault_targets": ["majority"]},
+        ),
+        {"at-least-once": False},
+        "a quorum queue confirms once a majority has fsynced a message; cut that majority's "
+        "logs and they still elect a leader between them, without what was cut",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-quorum-wal-one-cut",
+            "RabbitMQ quorum queue, confirms, one node at a time killed and its Ra "
+            "write-ahead log cut short",
+            WAL_CUTS,
+        ),
+        {"at-least-once": True},
+        "the control: Ra drops the torn tail of the cut log and the member catches up "
+        "from the leader, which holds every confirmed message",
     ),
 ]
 

@@ -1,0 +1,223 @@
+"""File corruption (Jepsen's bitflip-file-chunks, truncate-file and
+snapshot/restore-file-chunks): the targets' brokers are killed, one data
+file of a chosen kind is changed on each, and they start again at the stop.
+Recent analyses lost acknowledged records from the middle of a log after
+such changes on a minority of nodes; a replicated log should repair a
+minority's damage from the others.
+
+- bitflip: a few bits flipped at random offsets of the file;
+- truncate: the file cut short at a random length;
+- rollback: the file put back as it was at this fault's previous stop on
+  that node (a copy taken then, while the broker was down), so what the
+  broker wrote to it since is gone; with no copy yet, one is taken now and
+  nothing is changed (said so).
+
+Each change is recorded in the nemesis op (node, kind, file, offsets or
+lengths) so a report shows exactly what was done. The changes are made
+over the node's SFTP session, the copies with cp, in the node's own tree:
+nothing outside the run's directories is touched, and the broker's
+teardown removes them with its tree."""
+
+from __future__ import annotations
+
+import logging
+import random
+import shlex
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from harness.nodes.remote import Remote, RemoteError
+from harness.options import OptionError, option
+from workloads.capabilities import DataFiles
+
+from .base import FaultContext, Settings, require
+from .iptables import on_all
+from .targets import TargetOptions, pick_any, refuse_targets
+
+log = logging.getLogger(__name__)
+
+CHANGES = ("bitflip", "truncate", "rollback")
+MAX_FLIPS = 8  # bits flipped per bitflip: enough to break a checksum, few enough to trace
+
+
+@dataclass
+class FileFaultOptions:
+    file_faults: list[str] = option(
+        default_factory=lambda: list(CHANGES),
+        help="what file-corruption does to a target's file, one at random per fault: "
+        "bitflip (a few bits), truncate (cut short), rollback (back to the copy taken at "
+        "the fault's previous stop on that node)",
+        choices=CHANGES,
+    )
+    file_kinds: list[str] = option(
+        default_factory=list,
+        help="which of the broker's files file-corruption changes, comma-separated (Kafka: "
+        "log, index, timeindex, leader-epoch-checkpoint, partition-metadata, offsets-log, "
+        "txn-log, metadata-log, metadata-snapshot, quorum-state; RabbitMQ: quorum-wal, "
+        "quorum-segment, stream-segment, stream-index, metadata); default: the broker's "
+        "message data",
+    )
+
+
+def flip_bits(fh: IO[bytes], size: int, rng: random.Random) -> list[dict[str, int]]:
+    """Flips 1..MAX_FLIPS random bits of the open file (`size` bytes) in
+    place; each flip's byte offset, bit, and the byte before and after."""
+    flips = []
+    for offset in sorted(rng.sample(range(size), min(size, rng.randint(1, MAX_FLIPS)))):
+        bit = rng.randrange(8)
+        fh.seek(offset)
+        before = fh.read(1)[0]
+        after = before ^ (1 << bit)
+        fh.seek(offset)
+        fh.write(bytes([after]))
+        flips.append({"offset": offset, "bit": bit, "before": before, "after": after})
+    return flips
+
+
+def cut_short(fh: IO[bytes], size: int, rng: random.Random) -> dict[str, int]:
+    """Truncates the open file to a random length below `size`."""
+    length = rng.randrange(size)
+    fh.truncate(length)
+    return {"from": size, "to": length}
+
+
+@dataclass
+class _Snapshot:
+    kind: str
+    path: str
+    copy: str
+    size: int
+
+
+@dataclass
+class FileCorruptionNemesis:
+    name = "file-corruption"
+    summary = (
+        "the targets' brokers killed, one data file each bit-flipped, truncated or rolled "
+        "back (--file-faults, --file-kinds), started again at the stop"
+    )
+    colour = "#bcaaa4"
+    instant = False
+    options = (TargetOptions, FileFaultOptions)
+
+    db: Any
+    changes: list[str] = field(default_factory=lambda: list(CHANGES))
+    kinds: list[str] = field(default_factory=list)
+    allowed: list[str] = field(default_factory=lambda: ["one"])
+    targets: list[Remote] = field(default_factory=list)
+    # node -> the copy a rollback restores (taken at the previous stop)
+    snapshots: dict[str, _Snapshot] = field(default_factory=dict)
+    _seq: int = 0
+
+    @classmethod
+    def refuse(cls, db: type, settings: Settings) -> None:
+        require(
+            db, DataFiles, "--nemesis file-corruption", "keep no data files this tool may change"
+        )
+        kinds = settings.of(FileFaultOptions).file_kinds
+        unknown = [k for k in kinds if k not in db.FILE_KINDS]  # type: ignore[attr-defined]
+        if unknown:
+            raise OptionError(
+                f"--file-kinds: {', '.join(unknown)} is not a kind of {db.name}'s files "  # type: ignore[attr-defined]
+                f"(one of {', '.join(db.FILE_KINDS)})"  # type: ignore[attr-defined]
+            )
+        refuse_targets(db, settings)
+
+    @classmethod
+    def build(cls, ctx: FaultContext) -> FileCorruptionNemesis:
+        o = ctx.settings.of(FileFaultOptions)
+        return cls(
+            ctx.db,
+            list(o.file_faults),
+            list(o.file_kinds or ctx.db.DEFAULT_FILE_KINDS),
+            ctx.settings.of(TargetOptions).fault_targets,
+        )
+
+    def setup(self) -> None:
+        pass
+
+    def active(self) -> bool:
+        return bool(self.targets)
+
+    def start(self, rng: random.Random) -> Any:
+        chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db)
+        # one change and one draw per node, made here so the seed decides them
+        plans = [(node, rng.choice(self.changes), random.Random(rng.random())) for node in chosen]
+        results = on_all(chosen, lambda node: self._strike(node, plans))
+        changes = []
+        for node, done in zip(chosen, results, strict=True):
+            if done is not None:
+                self.targets.append(node)
+                changes.append(done)
+        return {**note, "changes": changes}
+
+    def _strike(self, node: Remote, plans: list) -> dict[str, Any] | None:
+        change, draw = next((c, d) for n, c, d in plans if n is node)
+        if not self.db.kill(node):
+            return None  # nothing ran there: nothing to change under it
+        try:
+            return {"node": node.name, **self._change(node, change, draw)}
+        except RemoteError as e:
+            return {"node": node.name, "change": change, "error": str(e)}
+
+    def _change(self, node: Remote, change: str, rng: random.Random) -> dict[str, Any]:
+        if change == "rollback":
+            snap = self.snapshots.pop(node.name, None)
+            if snap is None:
+                return {"change": "snapshot", **self._snapshot(node, rng), "why": "no copy yet"}
+            node.run(f"cp -f {shlex.quote(snap.copy)} {shlex.quote(snap.path)}", timeout=60)
+            return {"change": "rollback", "kind": snap.kind, "file": snap.path, "to": snap.size}
+        files = self.db.data_files(node, self.kinds)
+        if not files:
+            return {"change": "none", "why": f"no {'/'.join(self.kinds)} file with data"}
+        kind, path, size = rng.choice(files)
+        with node.open_file(path) as fh:
+            if change == "bitflip":
+                return {
+                    "change": change,
+                    "kind": kind,
+                    "file": path,
+                    "flips": flip_bits(fh, size, rng),
+                }
+            return {"change": change, "kind": kind, "file": path, **cut_short(fh, size, rng)}
+
+    def _snapshot(self, node: Remote, rng: random.Random) -> dict[str, Any]:
+        """A copy of one file of the kinds, for the next rollback on the node."""
+        files = self.db.data_files(node, self.kinds)
+        if not files:
+            return {}
+        kind, path, size = rng.choice(files)
+        self._seq += 1
+        copy = f"{self.db.scratch(node)}/rollback-{self._seq}"
+        q = shlex.quote
+        node.run(f"mkdir -p {q(copy.rpartition('/')[0])} && cp -f {q(path)} {q(copy)}", timeout=60)
+        self.snapshots[node.name] = _Snapshot(kind, path, copy, size)
+        return {"kind": kind, "file": path, "size": size}
+
+    def stop(self) -> Any:
+        rng = random.Random(self._seq)
+        taken = {}
+        if "rollback" in self.changes:
+            for node in self.targets:  # down still: the copy is what the broker last wrote
+                try:
+                    taken[node.name] = self._snapshot(node, rng)
+                except RemoteError as e:
+                    log.warning("%s: file-corruption snapshot: %s", node.name, e)
+        on_all(self.targets, self.db.start)
+        done, self.targets = sorted(n.name for n in self.targets), []
+        return {"nodes": done, **({"snapshots": taken} if taken else {})}
+
+    def teardown(self) -> None:
+        for node in self.db.nodes:
+            try:
+                self.db.start(node)  # a no-op where the broker runs
+            except RemoteError as e:
+                log.warning("%s: file-corruption teardown: %s", node.name, e)
+        self.targets = []
+        if self.snapshots:
+            log.info(
+                "file-corruption: %d rollback copies left in the nodes' own trees, removed "
+                "with them; the changed files are the run's own data",
+                len(self.snapshots),
+            )
+        self.snapshots = {}

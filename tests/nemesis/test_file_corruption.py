@@ -1,0 +1,204 @@
+"""file-corruption on a scratch directory: what each change does to a file,
+which of a broker's files each kind names, and the fault's rounds (kill,
+change, start; a rollback restores the copy taken at the previous stop)
+on this machine as a node, with the brokers' own file listings."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.nodes.remote import NodeSpec, Result
+from harness.options import OptionError
+from nemesis.base import Settings
+from nemesis.file_corruption import FileCorruptionNemesis, cut_short, flip_bits
+from workloads.db import files_of_kinds
+from workloads.kafka.db import Kafka
+from workloads.kafka.existing import ExistingKafka
+from workloads.kafka.files import file_kind as kafka_kind
+from workloads.rabbitmq.files import file_kind as rabbit_kind
+
+
+class Here:
+    """This machine as a node: commands run locally, files opened in place."""
+
+    name = "n1"
+    spec = NodeSpec(name="n1", host="127.0.0.1")
+
+    def run(self, cmd, check=True, timeout=60, env=None):
+        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode:
+            raise RuntimeError(f"`{cmd}` exited {p.returncode}: {p.stderr}")
+        return Result(self.name, cmd, p.returncode, p.stdout, p.stderr)
+
+    def open_file(self, path):
+        return open(path, "r+b")  # noqa: SIM115 - the caller's with closes it
+
+
+class ScratchBroker:
+    """A broker's lifecycle over a scratch data tree laid out as Kafka's."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.nodes = [Here()]
+        self.calls: list[str] = []
+        self.DEFAULT_FILE_KINDS = ("log",)
+
+    def kill(self, node):
+        self.calls.append("kill")
+        return True
+
+    def start(self, node):
+        self.calls.append("start")
+
+    def data_files(self, node, kinds):
+        kind_of = lambda rel: kafka_kind(rel, ["t"])  # noqa: E731
+        return files_of_kinds(node, str(self.root / "data"), kind_of, kinds)
+
+    def scratch(self, node):
+        return str(self.root / "scratch")
+
+
+def segment(root: Path, data: bytes) -> Path:
+    path = root / "data" / "t-0" / "00000000000000000000.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_a_bitflip_changes_one_bit_at_each_offset_it_records(tmp_path):
+    path = tmp_path / "f"
+    original = bytes(range(256)) * 4
+    path.write_bytes(original)
+    with open(path, "r+b") as fh:
+        flips = flip_bits(fh, len(original), random.Random(7))
+    changed = path.read_bytes()
+    assert len(changed) == len(original) and 1 <= len(flips) <= 8
+    differ = [i for i, (a, b) in enumerate(zip(original, changed, strict=True)) if a != b]
+    assert differ == [f["offset"] for f in flips]
+    for f in flips:
+        assert original[f["offset"]] ^ changed[f["offset"]] == 1 << f["bit"]
+        assert (f["before"], f["after"]) == (original[f["offset"]], changed[f["offset"]])
+
+
+def test_a_truncate_cuts_the_file_to_the_length_it_records(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 1000)
+    with open(path, "r+b") as fh:
+        cut = cut_short(fh, 1000, random.Random(3))
+    assert cut["from"] == 1000 and cut["to"] < 1000
+    assert path.read_bytes() == b"x" * cut["to"]
+
+
+@pytest.mark.parametrize(
+    ("rel", "kind"),
+    [
+        ("t-0/00000000000000000000.log", "log"),
+        ("t-2/00000000000000000042.index", "index"),
+        ("t-2/00000000000000000042.timeindex", "timeindex"),
+        ("t-1/leader-epoch-checkpoint", "leader-epoch-checkpoint"),
+        ("t-1/partition.metadata", "partition-metadata"),
+        ("t-1/00000000000000000000.snapshot", None),  # producer state: no kind
+        ("other-0/00000000000000000000.log", None),  # not a test topic
+        ("__consumer_offsets-7/00000000000000000000.log", "offsets-log"),
+        ("__consumer_offsets-7/00000000000000000000.index", None),
+        ("__transaction_state-1/00000000000000000000.log", "txn-log"),
+        ("__cluster_metadata-0/00000000000000000000.log", "metadata-log"),
+        ("__cluster_metadata-0/00000000000000000123-0000000001.checkpoint", "metadata-snapshot"),
+        ("__cluster_metadata-0/quorum-state", "quorum-state"),
+        ("recovery-point-offset-checkpoint", None),
+        ("meta.properties", None),
+    ],
+)
+def test_kafka_file_kinds(rel, kind):
+    assert kafka_kind(rel, ["t"]) == kind
+
+
+@pytest.mark.parametrize(
+    ("rel", "kind"),
+    [
+        ("rabbit@n1/quorum/rabbit@n1/00000001.wal", "quorum-wal"),
+        ("rabbit@n1/quorum/rabbit@n1/2F_QCQ6ABCDEF/00000001.segment", "quorum-segment"),
+        ("rabbit@n1/quorum/rabbit@n1/2F_QCQ6ABCDEF/snapshots/x/snapshot.dat", None),
+        ("rabbit@n1/stream/__qc_1700000000/00000000000000000000.segment", "stream-segment"),
+        ("rabbit@n1/stream/__qc_1700000000/00000000000000000000.index", "stream-index"),
+        ("rabbit@n1/rabbit_durable_queue.DCD", "metadata"),
+        ("rabbit@n1/schema.DAT", "metadata"),
+        ("rabbit@n1/cluster_nodes.config", None),
+    ],
+)
+def test_rabbitmq_file_kinds(rel, kind):
+    assert rabbit_kind(rel) == kind
+
+
+def run_round(fault, seed):
+    started = fault.start(random.Random(seed))
+    stopped = fault.stop()
+    return started, stopped
+
+
+def test_a_bitflip_round_kills_changes_the_named_file_and_starts_again(tmp_path):
+    broker = ScratchBroker(tmp_path)
+    original = bytes(range(256)) * 8
+    path = segment(tmp_path, original)
+    (tmp_path / "data" / "t-0" / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    fault = FileCorruptionNemesis(broker, ["bitflip"], ["log"])
+    started, stopped = run_round(fault, 1)
+    assert broker.calls == ["kill", "start"]
+    (change,) = started["changes"]
+    assert change["node"] == "n1" and change["kind"] == "log" and change["file"] == str(path)
+    changed = path.read_bytes()
+    assert [i for i in range(len(original)) if original[i] != changed[i]] == [
+        f["offset"] for f in change["flips"]
+    ]
+    assert stopped == {"nodes": ["n1"]} and not fault.active()
+
+
+def test_a_rollback_restores_the_copy_taken_at_the_previous_stop(tmp_path):
+    broker = ScratchBroker(tmp_path)
+    path = segment(tmp_path, b"first batch;")
+    fault = FileCorruptionNemesis(broker, ["rollback"], ["log"])
+    started, stopped = run_round(fault, 1)
+    # no copy yet: this round only takes one (at the start, and again at the stop)
+    assert started["changes"][0]["change"] == "snapshot"
+    assert stopped["snapshots"]["n1"]["file"] == str(path)
+    assert path.read_bytes() == b"first batch;"
+    path.write_bytes(b"first batch;second batch;")  # the broker wrote on
+    started, _ = run_round(fault, 2)
+    assert started["changes"][0] == {
+        "node": "n1",
+        "change": "rollback",
+        "kind": "log",
+        "file": str(path),
+        "to": len(b"first batch;"),
+    }
+    assert path.read_bytes() == b"first batch;"
+
+
+def test_nothing_to_change_is_said_and_the_broker_still_comes_back(tmp_path):
+    broker = ScratchBroker(tmp_path)
+    (tmp_path / "data").mkdir()
+    fault = FileCorruptionNemesis(broker, ["truncate"], ["log"])
+    started, stopped = run_round(fault, 1)
+    (change,) = started["changes"]
+    assert change["change"] == "none" and "no log file" in change["why"]
+    assert broker.calls == ["kill", "start"]
+
+
+def settings(**kw):
+    return Settings(SimpleNamespace(fault_targets=["one"], file_faults=["bitflip"], **kw))
+
+
+def test_an_unknown_file_kind_is_refused_by_name():
+    with pytest.raises(OptionError, match=r"--file-kinds: wal is not a kind of kafka's files"):
+        FileCorruptionNemesis.refuse(Kafka, settings(file_kinds=["log", "wal"]))
+    FileCorruptionNemesis.refuse(Kafka, settings(file_kinds=["log", "quorum-state"]))
+
+
+def test_a_cluster_the_tool_did_not_make_is_refused():
+    with pytest.raises(OptionError, match=r"--nemesis file-corruption: kafka's brokers keep no"):
+        FileCorruptionNemesis.refuse(ExistingKafka, settings(file_kinds=[]))
