@@ -51,11 +51,9 @@ class FileFaultOptions:
     )
     file_kinds: list[str] = option(
         default_factory=list,
-        help="which of the broker's files file-corruption changes, comma-separated (Kafka: "
-        "log, index, timeindex, leader-epoch-checkpoint, partition-metadata, offsets-log, "
-        "txn-log, metadata-log, metadata-snapshot, quorum-state; RabbitMQ: quorum-wal, "
-        "quorum-segment, stream-segment, stream-index, metadata); default: the broker's "
-        "message data",
+        help="which kinds of the broker's data files file-corruption changes, comma-separated "
+        "(each broker names its own: README's fault options; a kind it lacks is refused with "
+        "the list); default: its message data",
     )
 
 

@@ -269,7 +269,9 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
         deadline = time.monotonic() + (timeout or self.opts.ready_timeout)
         seen: dict[str, list[str]] = {}
         while time.monotonic() < deadline:
-            seen = {n.name: self.running_nodes(n) for n in self.nodes}
+            # each node asked at once: a rabbitmqctl call boots a VM of its own
+            answers = on_all(self.nodes, self.running_nodes)
+            seen = {n.name: a for n, a in zip(self.nodes, answers, strict=True)}
             if all(v == want for v in seen.values()):
                 return
             time.sleep(0.5)
