@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import random
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
 from harness.nodes.remote import Remote, RemoteError
@@ -32,7 +32,8 @@ from workloads.capabilities import DataFiles
 
 from .base import FaultContext, Settings, require
 from .iptables import on_all
-from .targets import TargetOptions, pick_any, refuse_targets
+from .process import _OneNodeFault
+from .targets import TargetOptions, pick_any
 
 log = logging.getLogger(__name__)
 
@@ -87,25 +88,17 @@ class _Snapshot:
     size: int
 
 
-@dataclass
-class FileCorruptionNemesis:
+class FileCorruptionNemesis(_OneNodeFault):
+    """The kill fault's round (its targets, stop and teardown: process.py),
+    with one file of each struck broker changed while it is down."""
+
     name = "file-corruption"
     summary = (
         "the targets' brokers killed, one data file each bit-flipped, truncated or rolled "
         "back (--file-faults, --file-kinds), started again at the stop"
     )
     colour = "#bcaaa4"
-    instant = False
     options = (TargetOptions, FileFaultOptions)
-
-    db: Any
-    changes: list[str] = field(default_factory=lambda: list(CHANGES))
-    kinds: list[str] = field(default_factory=list)
-    allowed: list[str] = field(default_factory=lambda: ["one"])
-    targets: list[Remote] = field(default_factory=list)
-    # node -> the copy a rollback restores (taken at the previous stop)
-    snapshots: dict[str, _Snapshot] = field(default_factory=dict)
-    _seq: int = 0
 
     @classmethod
     def refuse(cls, db: type, settings: Settings) -> None:
@@ -119,42 +112,52 @@ class FileCorruptionNemesis:
                 f"--file-kinds: {', '.join(unknown)} is not a kind of {db.name}'s files "  # type: ignore[attr-defined]
                 f"(one of {', '.join(db.FILE_KINDS)})"  # type: ignore[attr-defined]
             )
-        refuse_targets(db, settings)
+        super().refuse(db, settings)
 
     @classmethod
     def build(cls, ctx: FaultContext) -> FileCorruptionNemesis:
         o = ctx.settings.of(FileFaultOptions)
         return cls(
             ctx.db,
-            list(o.file_faults),
-            list(o.file_kinds or ctx.db.DEFAULT_FILE_KINDS),
+            o.file_faults,
+            o.file_kinds or list(ctx.db.DEFAULT_FILE_KINDS),
             ctx.settings.of(TargetOptions).fault_targets,
         )
 
-    def setup(self) -> None:
-        pass
-
-    def active(self) -> bool:
-        return bool(self.targets)
+    def __init__(
+        self,
+        db: Any,
+        changes: list[str] | None = None,
+        kinds: list[str] | None = None,
+        allowed: list[str] | None = None,
+    ):
+        super().__init__(db, allowed)
+        self.changes = list(changes or CHANGES)
+        self.kinds = list(kinds or [])
+        # node -> the copy a rollback restores (taken at the previous stop)
+        self.snapshots: dict[str, _Snapshot] = {}
+        self._seq = 0
 
     def start(self, rng: random.Random) -> Any:
         chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db)
         # one change and one draw per node, made here so the seed decides them
-        plans = [(node, rng.choice(self.changes), random.Random(rng.random())) for node in chosen]
-        results = on_all(chosen, lambda node: self._strike(node, plans))
+        plans = {
+            node.name: (rng.choice(self.changes), random.Random(rng.random())) for node in chosen
+        }
         changes = []
-        for node, done in zip(chosen, results, strict=True):
+        for node, done in zip(
+            chosen, on_all(chosen, lambda n: self._strike(n, *plans[n.name])), strict=True
+        ):
             if done is not None:
                 self.targets.append(node)
                 changes.append(done)
         return {**note, "changes": changes}
 
-    def _strike(self, node: Remote, plans: list) -> dict[str, Any] | None:
-        change, draw = next((c, d) for n, c, d in plans if n is node)
+    def _strike(self, node: Remote, change: str, rng: random.Random) -> dict[str, Any] | None:
         if not self.db.kill(node):
             return None  # nothing ran there: nothing to change under it
         try:
-            return {"node": node.name, **self._change(node, change, draw)}
+            return {"node": node.name, **self._change(node, change, rng)}
         except RemoteError as e:
             return {"node": node.name, "change": change, "error": str(e)}
 
@@ -169,15 +172,11 @@ class FileCorruptionNemesis:
         if not files:
             return {"change": "none", "why": f"no {'/'.join(self.kinds)} file with data"}
         kind, path, size = rng.choice(files)
+        what = {"change": change, "kind": kind, "file": path}
         with node.open_file(path) as fh:
             if change == "bitflip":
-                return {
-                    "change": change,
-                    "kind": kind,
-                    "file": path,
-                    "flips": flip_bits(fh, size, rng),
-                }
-            return {"change": change, "kind": kind, "file": path, **cut_short(fh, size, rng)}
+                return {**what, "flips": flip_bits(fh, size, rng)}
+            return {**what, **cut_short(fh, size, rng)}
 
     def _snapshot(self, node: Remote, rng: random.Random) -> dict[str, Any]:
         """A copy of one file of the kinds, for the next rollback on the node."""
@@ -192,6 +191,9 @@ class FileCorruptionNemesis:
         self.snapshots[node.name] = _Snapshot(kind, path, copy, size)
         return {"kind": kind, "file": path, "size": size}
 
+    def _undo(self, node: Remote) -> None:
+        self.db.start(node)  # a no-op where the broker still runs
+
     def stop(self) -> Any:
         rng = random.Random(self._seq)
         taken = {}
@@ -201,17 +203,10 @@ class FileCorruptionNemesis:
                     taken[node.name] = self._snapshot(node, rng)
                 except RemoteError as e:
                     log.warning("%s: file-corruption snapshot: %s", node.name, e)
-        on_all(self.targets, self.db.start)
-        done, self.targets = sorted(n.name for n in self.targets), []
-        return {"nodes": done, **({"snapshots": taken} if taken else {})}
+        return {**super().stop(), **({"snapshots": taken} if taken else {})}
 
     def teardown(self) -> None:
-        for node in self.db.nodes:
-            try:
-                self.db.start(node)  # a no-op where the broker runs
-            except RemoteError as e:
-                log.warning("%s: file-corruption teardown: %s", node.name, e)
-        self.targets = []
+        super().teardown()
         if self.snapshots:
             log.info(
                 "file-corruption: %d rollback copies left in the nodes' own trees, removed "

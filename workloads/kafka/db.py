@@ -15,6 +15,7 @@ metadata listing all N brokers unfenced, never a sleep.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import shlex
 import time
@@ -236,7 +237,7 @@ class Kafka(
         return f"{self.dir(node)}/data"
 
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
-        kind_of = lambda rel: file_kind(rel, self.test_topics)  # noqa: E731
+        kind_of = functools.partial(file_kind, test_topics=self.test_topics)
         return files_of_kinds(node, self.data(node), kind_of, kinds)
 
     def scratch(self, node: Remote) -> str:
