@@ -3,8 +3,10 @@
 Every node gets its own directory tree under `base` (mnesia, logs, config,
 a HOME holding the test's Erlang cookie), a long node name
 `rabbit@<host>`, and a pidfile; it is killed, paused and resumed through
-that pid only. Readiness is the node answering `await_startup` and the
-cluster listing every member as running, never a sleep.
+that pid only. Readiness is the node's log saying this boot is complete
+(or, for a node started elsewhere, `await_startup`) and the cluster
+listing every member as running, never a sleep. The nodes boot at once;
+all but the first join it by classic peer discovery as they boot.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
         # the install each node runs (a rolling upgrade moves them one by one)
         self.running: dict[str, str | None] = {n.name: self.opts.rabbitmq_home for n in nodes}
+        # node -> the length of its log when `start` began a boot
+        self.boot_offsets: dict[str, int] = {}
 
     # -- per-node facts ---------------------------------------------------
     def node_versions(self) -> dict[str, str]:
@@ -147,18 +151,17 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
         Starts by tearing down whatever a killed run left on the same paths
         (ducktape's clean-before-start): a leftover broker holds the ports."""
 
+        first = self.nodes[0]
+
         def boot(node: Remote) -> None:
             self.teardown(node)
-            self._configure(node)
+            self._configure(node, None if node is first else first)
             self.start(node)
             self.await_node(node)
 
-        on_all(self.nodes, boot)  # each node its own tree: all at once
-        first = self.nodes[0]
-        for node in self.nodes[1:]:
-            self.ctl(node, "stop_app")
-            self.ctl(node, f"join_cluster {self.node_name(first)}")
-            self.ctl(node, "start_app")
+        # each node its own tree, all at once; the others join the first as they
+        # boot (peer discovery), waiting for it: no stop_app/join_cluster/start_app
+        on_all(self.nodes, boot)
         self.await_cluster()
         users = self.ctl(first, "list_users --formatter json").out
         if self.opts.user not in {u["user"] for u in json.loads(users or "[]")}:
@@ -174,7 +177,10 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
             "--apply-to queues",
         )
 
-    def _configure(self, node: Remote) -> None:
+    def _configure(self, node: Remote, seed: Remote | None) -> None:
+        """The node's own tree; a node given a `seed` joins the seed's cluster
+        at its first boot (classic peer discovery), retrying until the seed's
+        database answers: all boot at once."""
         d = self.dir(node)
         # Debian's package starts its own service: ours runs on its own tree.
         self.installed[node.name] = {
@@ -200,6 +206,18 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
                     "listeners.tcp.default = 5672",
                     f"cluster_partition_handling = {self.opts.partition_handling}",
                     "log.file.level = info",
+                    *(
+                        [
+                            f"cluster_formation.classic_config.nodes.1 = {self.node_name(seed)}",
+                            # every second for the seed's boot (the default gives up
+                            # after 5 s and boots alone)
+                            "cluster_formation.discovery_retry_limit = "
+                            f"{int(self.opts.ready_timeout)}",
+                            "cluster_formation.discovery_retry_interval = 1000",
+                        ]
+                        if seed
+                        else []
+                    ),
                     # stream clients connect to the node a stream's leader or
                     # replica is on, by the host the node advertises
                     *(
@@ -222,26 +240,62 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
             f"{d}/etc/enabled_plugins", "[rabbitmq_stream].\n" if self.opts.streams else "[].\n"
         )
 
+    def log_file(self, node: Remote) -> str:
+        return f"{self.dir(node)}/log/{self.node_name(node)}.log"
+
     def start(self, node: Remote) -> None:
-        """Starts the node in the background; its pid lands in the pidfile."""
+        """Starts the node in the background and returns once its pid is in the
+        pidfile (the VM writes it early in its boot), so a fault that comes
+        next finds it: before, a kill during the boot's first seconds found no
+        pid and struck nothing. A stale pidfile is removed first (nothing of
+        ours runs: `pid` said so); where this boot's log begins is kept for
+        `await_node`."""
         if self.pid(node):
             return
-        d = self.dir(node)
-        node.run(
+        d, q = self.dir(node), shlex.quote
+        pidfile, log = q(self.pidfile(node)), q(self.log_file(node))
+        r = node.run(
+            f"rm -f {pidfile}; stat -c %s {log} 2>/dev/null || echo 0; "
             f"cd {d} && setsid nohup {self.sbin(node, 'rabbitmq-server')} "
-            f">> {d}/log/console.out 2>&1 < /dev/null &",
+            f">> {d}/log/console.out 2>&1 < /dev/null & launcher=$!; "
+            # the launcher (the server script) lives as long as the VM
+            f'timeout 60 sh -c "while kill -0 $launcher 2>/dev/null && [ ! -s {pidfile} ]; '
+            'do sleep 0.1; done"; true',
             env=self.env(node),
-            timeout=20,
+            timeout=80,
         )
+        self.boot_offsets[node.name] = int(r.out.split()[0]) if r.out.split() else 0
 
     def identity(self, node: Remote) -> str:
         # the Erlang VM's command line names the HOME it was given (env)
         return f"-home {self.dir(node)}/home"
 
     def await_node(self, node: Remote) -> None:
-        """Until the node has booted. `await_startup` fails at once while the VM
-        has not yet registered with epmd, so it is retried up to the deadline."""
+        """Until the node has booted: the boot `start` began logs `Server startup
+        complete` (a shell loop on the node: each `rabbitmqctl` is an Erlang VM
+        of its own, and polling with it took a core from three booting nodes).
+        A node started elsewhere is asked with `await_startup`, which fails at
+        once while the VM has not yet registered with epmd: retried up to the
+        deadline."""
         t = self.opts.ready_timeout
+        offset = self.boot_offsets.get(node.name)
+        if offset is not None:
+            pidfile = shlex.quote(self.pidfile(node))
+            r = node.run(
+                f"end=$(( $(date +%s) + {int(t)} )); until {self._boot_logged(node, offset)}; do "
+                f"kill -0 $(cat {pidfile} 2>/dev/null || echo none) 2>/dev/null || exit 3; "
+                '[ "$(date +%s)" -ge "$end" ] && exit 4; sleep 0.2; done',
+                check=False,
+                timeout=t + 10,
+            )
+            if r.exit == 0:
+                return
+            tail = node.run(f"tail -5 {self.dir(node)}/log/console.out", check=False).out
+            why = "its VM exited" if r.exit == 3 else f"not within {t:.0f} s"
+            raise DBError(
+                f"{node.name}: RabbitMQ {self.node_name(node)} did not finish booting: "
+                f"{why} (console: {tail.strip()})"
+            )
         deadline = time.monotonic() + t
         while True:
             left = max(1, int(deadline - time.monotonic()))
@@ -291,16 +345,27 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
         how = "rabbitmqctl stop" if stopped else "killed: rabbitmqctl stop failed"
         return {"node": node.name, "from": install_name(old), "to": install_name(new), "stop": how}
 
+    def _boot_logged(self, node: Remote, offset: int) -> str:
+        """A shell test: the boot whose log begins at `offset` is complete."""
+        log = shlex.quote(self.log_file(node))
+        return f'tail -c +{offset + 1} {log} 2>/dev/null | grep -q "Server startup complete"'
+
     def await_in_sync(
         self, node: Remote, timeout: float, cancelled: Callable[[], bool] = lambda: False
     ) -> dict[str, Any]:
-        """Until the node runs and every node lists every member running."""
+        """Until the node runs and every node lists every member running; the
+        members are asked once its boot is logged complete (each ask is three
+        VMs, which slowed the boot they waited for)."""
         out: dict[str, Any] = {"node": node.name, "install": install_name(self.running[node.name])}
         want = sorted(self.node_name(n) for n in self.nodes)
         deadline = time.monotonic() + timeout
         seen: dict[str, list[str]] = {}
+        offset = self.boot_offsets.get(node.name)
         while time.monotonic() < deadline and not cancelled():
-            if self.pid(node) is not None:
+            logged = (
+                offset is None or node.run(self._boot_logged(node, offset), check=False).exit == 0
+            )
+            if logged and self.pid(node) is not None:
                 seen = {n.name: self.running_nodes(n) for n in self.nodes}
                 if all(v == want for v in seen.values()):
                     return {**out, "in-sync": True}
