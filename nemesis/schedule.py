@@ -43,7 +43,6 @@ class Schedule:
         self.seed = seed
         self.rng = random.Random(seed)
         self.stop_event = threading.Event()
-        self.quiet = threading.Event()  # the main phase is over: no fault starts
         self.active_names: set[str] = set()  # for the progress display
         # faults ever put in effect: a waiter that saw none active at either end
         # of a long call (rabbitmqctl blocked by a paused node) still knows one
@@ -103,7 +102,7 @@ class Schedule:
             fault = next(order)
             began = time.monotonic()
             with self.lock:
-                if self.stop_event.is_set() or self.quiet.is_set():
+                if self.stop_event.is_set():
                     return
                 self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
                 self._in_effect(fault)
@@ -125,7 +124,7 @@ class Schedule:
         while True:
             began = time.monotonic()
             with self.lock:
-                if self.stop_event.is_set() or self.quiet.is_set():
+                if self.stop_event.is_set():
                     return
                 self.record(f"start-{fault.name}", functools.partial(fault.start, rng))
                 self._in_effect(fault)
@@ -151,14 +150,6 @@ class Schedule:
         if fault.active():
             self.record(f"stop-{fault.name}", fault.stop)
         self.active_names.discard(fault.name)
-
-    def quiesce(self) -> None:
-        """The main phase is over: no fault starts from now on (before, one
-        could strike while the clients were being stopped, a broker still
-        booting from the last); what is in effect stays until `heal`. A start
-        under way finishes first (the lock)."""
-        with self.lock:
-            self.quiet.set()
 
     def heal(self) -> None:
         """The final phase: no new faults; stop every active one, recorded."""

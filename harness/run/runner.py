@@ -450,7 +450,6 @@ class Run:
             # the rolling upgrade finishes under the same load and faults first
             self.progress.phase("final phase: the rolling upgrade finishes")
             parts.upgrade.wait()
-        parts.schedule.quiesce()
         if not sink:
             self.progress.phase("final phase: stopping clients")
             self._stop_clients(parts.gen, parts.interp)

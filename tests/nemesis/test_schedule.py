@@ -72,30 +72,6 @@ def test_final_heal_stops_a_fault_still_active(tmp_path):
     assert not fault.on and sched.active_names == set()
 
 
-def test_once_quiesced_no_fault_starts_and_the_heal_ends_the_active_one(tmp_path):
-    """The main phase's end: nothing new starts (with or without overlapping
-    kinds); what is in effect stays until the heal, which ends it."""
-
-    class Timed(Fault):
-        def start(self, rng):
-            starts.append(time.monotonic())
-            return super().start(rng)
-
-    for overlap in (False, True):
-        starts: list[float] = []
-        faults = [Timed("partition"), Timed("kill")]
-        with HistoryWriter(tmp_path / f"history-{overlap}.jsonl") as h:
-            sched = Schedule(faults, h, interval=0.05, seed=1, overlap=overlap)
-            sched.start()
-            time.sleep(0.3)
-            sched.quiesce()
-            quiesced = time.monotonic()
-            time.sleep(0.4)
-            sched.heal()
-        assert starts and not [t for t in starts if t > quiesced]
-        assert not any(f.on for f in faults)
-
-
 def test_a_failing_fault_is_recorded_with_its_error(tmp_path):
     ops, _ = run_schedule(tmp_path, [Fault("loss", fail=True)], 0.08)
     failed = [op for op in ops if op.get("error")]
