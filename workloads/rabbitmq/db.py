@@ -290,11 +290,8 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
             )
             if r.exit == 0:
                 return
-            tail = node.run(f"tail -5 {self.dir(node)}/log/console.out", check=False).out
-            why = "its VM exited" if r.exit == 3 else f"not within {t:.0f} s"
-            raise DBError(
-                f"{node.name}: RabbitMQ {self.node_name(node)} did not finish booting: "
-                f"{why} (console: {tail.strip()})"
+            raise self._not_booted(
+                node, "its VM exited" if r.exit == 3 else f"not within {t:.0f} s"
             )
         deadline = time.monotonic() + t
         while True:
@@ -305,10 +302,15 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.5)
+        said = (r.err or r.out).strip()[-300:]
+        raise self._not_booted(node, f"not within {t:.0f} s (await_startup: {said})")
+
+    def _not_booted(self, node: Remote, why: str) -> DBError:
+        """The error for a node that did not finish booting, with its console's tail."""
         tail = node.run(f"tail -5 {self.dir(node)}/log/console.out", check=False).out
-        raise DBError(
-            f"{node.name}: RabbitMQ {self.node_name(node)} did not finish booting within "
-            f"{t:.0f} s (await_startup: {(r.err or r.out).strip()[-300:]}; console: {tail.strip()})"
+        return DBError(
+            f"{node.name}: RabbitMQ {self.node_name(node)} did not finish booting: {why}; "
+            f"console: {tail.strip()}"
         )
 
     def running_nodes(self, via: Remote) -> list[str]:
