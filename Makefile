@@ -14,13 +14,13 @@ LOGS := .state/logs
 # the Java client engine (--client java), maven to fetch Kafka's jars, sshd +
 # iptables + iproute2 for the namespace cluster, RabbitMQ,
 # chromium to test report.html as a person sees it, PostgreSQL for --sink-db postgres,
-# fuse3 for lazyfs (the power-loss fault's file system),
+# fuse3 for lazyfs (the power-loss fault's file system), libfaketime for the clock fault,
 # docker.io (dockerd, containerd, runc, tini as docker-init) and mmdebstrap for
 # --driver docker: the tests run a private daemon on their own socket, and the node
 # image is built from Debian's mirror with mmdebstrap, no registry needed. On a
 # machine with systemd the package's own daemon is masked before it installs: it
 # would set the host's iptables FORWARD policy to DROP and cut the namespace cluster.
-APT_PACKAGES := default-jre-headless openjdk-17-jdk-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql docker.io mmdebstrap fuse3
+APT_PACKAGES := default-jre-headless openjdk-17-jdk-headless python3-venv openssh-server iptables iproute2 rabbitmq-server maven chromium postgresql docker.io mmdebstrap fuse3 libfaketime nats-server
 APT_STAMP := $(VENV)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 PIP_STAMP := $(VENV)/.pip-installed
 
@@ -39,10 +39,13 @@ APT_INSTALL = missing=$$(for p in $(APT_PACKAGES); do \
 	    if echo "$$missing" | grep -qw docker.io && [ -d /run/systemd/system ]; then \
 	        systemctl mask docker.service docker.socket; \
 	    fi; \
+	    if echo "$$missing" | grep -qw nats-server && [ -d /run/systemd/system ]; then \
+	        systemctl mask nats-server.service; \
+	    fi; \
 	    apt-get update && apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-.PHONY: setup kafka-jars demo matrix findings detection test unit bench fuzz lint clean
+.PHONY: setup kafka-jars nats-server demo matrix findings detection test unit bench fuzz lint clean
 
 setup: $(APT_STAMP) $(PIP_STAMP)
 	$(call step,Spark's class archive (a faster JVM start),spark-class-archive,$(BIN)/python -m checkers.class_archive)
@@ -62,6 +65,11 @@ kafka-jars: setup
 	$(call step,Kafka jars from Maven Central,kafka-jars,$(BIN)/python -m workloads.kafka.dist)
 	$(call step,the Java client engine (javac),java-client,$(BIN)/python -m workloads.kafka.jvm)
 
+# NATS's server built from its Go module at the pinned version, cached in
+# .state/nats/<version>/bin (a no-op once there).
+nats-server: setup
+	$(call step,the NATS server (go install),nats-server,$(BIN)/python -m workloads.nats.dist)
+
 demo: setup kafka-jars
 	$(BIN)/queuecheck demo
 
@@ -76,8 +84,10 @@ findings: setup kafka-jars
 detection: setup kafka-jars
 	$(BIN)/queuecheck findings --runs 10
 
-test: setup kafka-jars
-	$(BIN)/pytest -q --durations=25
+# Two workers: the cluster tests' modules in one, in order; the rest beside
+# them, niced (tests/conftest.py).
+test: setup kafka-jars nats-server
+	$(BIN)/pytest -q --durations=25 -n 2
 
 unit: setup
 	$(BIN)/pytest -q -m 'not integration'

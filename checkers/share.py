@@ -35,19 +35,27 @@ Unseen acquisitions. The broker counts a delivery when it acquires a
 record for a fetch, not when the application gets it, and a record acquired
 on its last attempt whose copy never reaches the application is archived
 when its lock expires or its consumer's session ends (Kafka's SharePartition:
-a release with the count unchanged archives at the limit; KAFKA-19972 made
-session ends do so too). Two things can take a copy away unseen:
+a release with the count unchanged archives at the limit; since 4.2,
+KAFKA-19972, a session's end releases so). Seen on 4.3.1: two records
+released at count 2 were acquired a third time by a consumer's fetch that
+answered after its last poll, 70 ms before the run stopped its clients; the
+consumer closed and both were archived, never seen again. Where the brokers
+log each acquisition on a last attempt (4.3+ with a limit above 2: the
+brokers' state names `share-last-attempt` under `logged`), an id they name
+whose last delivery the application never saw was archived unseen (a
+`share-last-attempt-unseen` count as well). Elsewhere three things can take
+a copy away unseen:
 - a receive or drain that did not come back ok or fail (an unknown read);
 - a fault after the record was last seen: a broker killed, paused or cut
-  off (a fetch response lost in a leader change), or a consumer crash.
+  off (a fetch response lost in a leader change), or a consumer crash;
+- without the brokers' word, the end of the main phase, where every
+  consumer closes (counted once, at the first drain).
 An id is blamed only if those cannot explain it: a record last seen at count
 m (delivered, or released at m) may have been archived unseen when
 m + u + e >= L, with u the unknown reads of the run and e the faults and
 consumer crashes after its last sight (`archived-unseen`, counted, not an
-anomaly). A consumer closed in order loses nothing this way: in eight
-faulted runs here every one of 6,600 acquisitions on a last attempt (the
-broker logs each) reached the application. A final read that did not
-complete leaves the two absence rules undecidable ("unknown").
+anomaly). A final read that did not complete leaves the two absence rules
+undecidable ("unknown").
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ from pyspark.sql import types as T
 from harness.history.roles import ACK
 
 from .base import UNKNOWN, CheckResult, Property
+from .brokers import read_state
 from .exercise import HollowRule, above_zero, fault_seen, no_fault
 from .load import LoadedHistory
 
@@ -71,6 +80,7 @@ LIMIT_KEY = "share.delivery.count.limit"
 SHARE_MSG = T.StructType(
     [
         T.StructField("id", T.LongType()),
+        T.StructField("queue", T.StringType()),  # Kafka's topic
         T.StructField("partition", T.LongType()),
         T.StructField("offset", T.LongType()),
         T.StructField("delivery_count", T.LongType()),
@@ -87,6 +97,7 @@ SHARE_OP = T.StructType(
     ]
 )
 READS = ("receive", "drain")
+LAST_ATTEMPT = "share-last-attempt"  # the brokers' state.json event (contract README)
 
 # anomaly -> (what, the property it breaks)
 ANOMALIES = {
@@ -149,16 +160,32 @@ class ShareChecker:
             reads = share.filter(F.col("f").isin(*READS))
             tally = {r["type"]: int(r["count"]) for r in reads.groupBy("type").count().collect()}
             unknown_reads = tally.get("invoke", 0) - tally.get("ok", 0) - tally.get("fail", 0)
+            state = read_state(history) or {}
+            logged = LAST_ATTEMPT in (state.get("logged") or ())
             # Only whether a record's last sight came before the last L faults matters.
             faults = ops.filter(_is_fault()).orderBy(F.desc("index")).limit(limit)
             late = [r["index"] for r in faults.collect()]
+            if not logged:  # the consumers' closes: once, where the drain begins
+                first = reads.filter(F.col("f") == "drain").agg(F.min("index")).first()[0]
+                late = sorted([*late, *([first] if first is not None else [])])[-limit:]
             msgs = share.select("index", "f", "type", F.explode("value.msgs").alias("m")).select(
-                "index", "f", "type", "m.id", F.col("m.delivery_count").alias("dc"), "m.ack"
+                "index",
+                "f",
+                "type",
+                "m.id",
+                F.col("m.queue").alias("topic"),
+                "m.partition",
+                "m.offset",
+                F.col("m.delivery_count").alias("dc"),
+                "m.ack",
             )
             deliveries = msgs.filter(F.col("f").isin(*READS) & (F.col("type") == "ok"))
             acks = msgs.filter((F.col("f") == "ack") & (F.col("type") != "invoke"))
             acked = history.message_events().filter(F.col("role") == ACK).select("id").distinct()
-            counts, anomalies = _judge(deliveries, acks, acked, limit, max(0, unknown_reads), late)
+            last_tries = _last_attempts(history, state, deliveries) if logged else None
+            counts, anomalies = _judge(
+                deliveries, acks, acked, limit, max(0, unknown_reads), late, last_tries
+            )
         finally:
             ops.unpersist()
         complete = history.facts.final_read_complete
@@ -184,6 +211,22 @@ def _is_fault() -> Column:
     return broker | (~nem & (f == "crash"))
 
 
+def _last_attempts(
+    history: LoadedHistory, state: dict[str, Any], deliveries: DataFrame
+) -> DataFrame:
+    """(id) of the records the brokers logged acquiring on a last attempt,
+    named by the topic, partition and offset the history delivered them at."""
+    where = [
+        (e["topic"], int(e["partition"]), int(e["offset"]))
+        for e in state.get("events") or ()
+        if e.get("event") == LAST_ATTEMPT
+    ]
+    logged = history.spark.createDataFrame(
+        where, "topic string, partition long, offset long"
+    ).distinct()
+    return deliveries.join(logged, ["topic", "partition", "offset"]).select("id").distinct()
+
+
 def _faults_after(index: Column, late: list[int]) -> Column:
     """How many of the last faults (`late`, at most L) come after `index`."""
     return sum((index < F.lit(i)).cast("int") for i in late) if late else F.lit(0)
@@ -196,7 +239,10 @@ def _judge(
     limit: int,
     unknown: int,
     late: list[int],
+    last_tries: DataFrame | None,
 ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    """The counts and anomalies; `last_tries`: (id) the brokers logged
+    acquiring on a last attempt, or None where they do not log it."""
     per_delivery = deliveries.groupBy("id").agg(
         F.max("dc").alias("max_dc"),
         F.count(F.lit(1)).alias("deliveries"),
@@ -217,9 +263,15 @@ def _judge(
     settled = F.coalesce(F.col("accepted"), F.lit(False)) | F.coalesce(
         F.col("rejected"), F.lit(False)
     )
+    # the brokers' word: acquired on its last attempt (whether seen or not)
+    told = (last_tries if last_tries is not None else per_delivery.select("id").limit(0)).select(
+        "id", F.lit(True).alias("told")
+    )
+    last_unseen = F.coalesce(F.col("told"), F.lit(False)) & (seen < limit)
     ids = (
         acked.join(per_delivery, "id", "left")
         .join(per_ack, "id", "left")
+        .join(told, "id", "left")
         .select(
             "id",
             "last_delivery",
@@ -231,8 +283,11 @@ def _judge(
             ),
             F.coalesce("released", F.lit(False)).alias("released"),
             (~settled & (seen >= limit)).alias("archived"),
-            (~settled & (seen < limit) & (seen + unseen >= limit)).alias("archived_unseen"),
-            (~settled & (seen + unseen < limit)).alias("unaccepted"),
+            (~settled & (seen < limit) & ((seen + unseen >= limit) | last_unseen)).alias(
+                "archived_unseen"
+            ),
+            (~settled & (seen + unseen < limit) & ~last_unseen).alias("unaccepted"),
+            last_unseen.alias("last_attempt_unseen"),
         )
         .cache()
     )
@@ -247,6 +302,7 @@ def _judge(
                 "archived",
                 "archived_unseen",
                 "unaccepted",
+                "last_attempt_unseen",
             )
         )
     ).first()
@@ -255,8 +311,13 @@ def _judge(
     )
     later = deliveries.select("id", F.col("dc").alias("later_dc"))
     after = _faults_after(F.col("release_index"), late)
-    not_redelivered = releases.filter(F.col("released_at") + unknown + after < limit).join(
-        later, (releases.id == later.id) & (later.later_dc > releases.released_at), "left_anti"
+    # a record the brokers acquired again (on its last attempt) was redelivered
+    not_redelivered = (
+        releases.filter(F.col("released_at") + unknown + after < limit)
+        .join(
+            later, (releases.id == later.id) & (later.later_dc > releases.released_at), "left_anti"
+        )
+        .join(told, "id", "left_anti")
     )
     over = deliveries.filter(F.col("dc") > limit)
     counts = {
@@ -267,6 +328,7 @@ def _judge(
         "share-released": int(sums["released"] or 0),
         "share-archived": int(sums["archived"] or 0),
         "share-archived-unseen": int(sums["archived_unseen"] or 0),
+        "share-last-attempt-unseen": int(sums["last_attempt_unseen"] or 0),
         "share-unknown-reads": unknown,
         "unaccepted": int(sums["unaccepted"] or 0),
         "over-delivered": over.select("id").distinct().count(),

@@ -11,6 +11,7 @@ from harness.options import POSITIVE, gather, option
 
 from .base import Nemesis
 from .client_crash import ClientCrashNemesis
+from .clock import ClockNemesis
 from .fence import FenceNemesis
 from .file_corruption import FileCorruptionNemesis
 from .loss import LossNemesis
@@ -33,6 +34,7 @@ FAULTS: dict[str, type[Nemesis]] = {
         ClientCrashNemesis,
         FenceNemesis,
         FileCorruptionNemesis,
+        ClockNemesis,
     )
 }
 

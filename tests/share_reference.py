@@ -8,7 +8,9 @@ Readings where the prose leaves a choice: an "unknown read" is a
 none); an acknowledged id is one in an ok `send` completion; a fault is a
 nemesis `start-`/`stop-` op with a value, not of crash-client, or a client
 `crash` op; a record's last sight is the index of its last ok delivery or
-of the last completed ack of it, whichever is later.
+of the last completed ack of it, whichever is later; without the brokers'
+log (`logged` None) the consumers' closes are one more such event, at the
+first drain invoke.
 """
 
 from __future__ import annotations
@@ -19,11 +21,17 @@ from collections import defaultdict
 READS = ("receive", "drain")
 
 
-def share_reference(ops: list[dict], limit: int, final_read_complete: bool = True) -> dict:
-    """The counts and the three properties' verdicts (True, False, "unknown")."""
+def share_reference(
+    ops: list[dict], limit: int, final_read_complete: bool = True, logged: set | None = frozenset()
+) -> dict:
+    """The counts and the three properties' verdicts (True, False, "unknown");
+    `logged`: the (topic, partition, offset) the brokers logged acquiring on
+    a last attempt (by default they log each, and none was), or None where
+    they do not log it."""
     client = [op for op in ops if op["process"] != "nemesis"]
     acked: set[int] = set()
     deliveries: list[tuple[int, int]] = []  # (id, delivery_count)
+    told: set[int] = set()  # ids delivered at a place the brokers logged
     acks: list[tuple[int, str, str, int, int]] = []  # (id, ack, type, delivery_count, index)
     invoked = completed = 0
     for op in client:
@@ -38,6 +46,11 @@ def share_reference(ops: list[dict], limit: int, final_read_complete: bool = Tru
                 completed += 1
             if typ == "ok":
                 deliveries += [(m["id"], m.get("delivery_count")) for m in msgs]
+                told.update(
+                    m["id"]
+                    for m in msgs
+                    if (m.get("queue"), m.get("partition"), m.get("offset")) in (logged or ())
+                )
         elif f == "ack" and typ != "invoke":
             acks += [(m["id"], m["ack"], typ, m.get("delivery_count"), op["index"]) for m in msgs]
     unknown = max(0, invoked - completed)
@@ -52,6 +65,9 @@ def share_reference(ops: list[dict], limit: int, final_read_complete: bool = Tru
         )
         or (op["process"] != "nemesis" and op["f"] == "crash")
     ]
+    drains = [op["index"] for op in client if op["f"] == "drain"]
+    if logged is None and drains:
+        faults.append(min(drains))
     last_sight: dict[int, int] = {}
     for op in client:
         if (op["f"] in READS and op["type"] == "ok") or (
@@ -76,20 +92,21 @@ def share_reference(ops: list[dict], limit: int, final_read_complete: bool = Tru
     released = {i for i, a, t, _, _ in acks if a == "release" and t == "ok"}
 
     archived, archived_unseen, unaccepted = set(), set(), set()
+    last_unseen = {i for i in told if max_dc.get(i, 0) < limit}
     for i in acked:
         if i in accepted or i in rejected:
             continue
         seen = max_dc.get(i, 0)
         if seen >= limit:
             archived.add(i)
-        elif seen + unseen(last_sight.get(i, -1)) >= limit:
+        elif i in last_unseen or seen + unseen(last_sight.get(i, -1)) >= limit:
             archived_unseen.add(i)
         else:
             unaccepted.add(i)
     over = {i for i, dc in deliveries if dc is not None and dc > limit}
     not_redelivered = set()
     for i, a, t, d, at in acks:
-        if a == "release" and t == "ok" and d + unseen(at) < limit:
+        if a == "release" and t == "ok" and d + unseen(at) < limit and i not in told:
             if not any(j == i and dc is not None and dc > d for j, dc in deliveries):
                 not_redelivered.add(i)
 
@@ -101,6 +118,7 @@ def share_reference(ops: list[dict], limit: int, final_read_complete: bool = Tru
         "share-released": len(released & acked),
         "share-archived": len(archived),
         "share-archived-unseen": len(archived_unseen),
+        "share-last-attempt-unseen": len(last_unseen & acked),
         "share-unknown-reads": unknown,
         "unaccepted": len(unaccepted),
         "over-delivered": len(over),
@@ -120,7 +138,9 @@ def share_reference(ops: list[dict], limit: int, final_read_complete: bool = Tru
     return {"counts": counts, "properties": props}
 
 
-def share_reference_path(path, limit: int, final_read_complete: bool = True) -> dict:
+def share_reference_path(
+    path, limit: int, final_read_complete: bool = True, logged: set | None = frozenset()
+) -> dict:
     with open(path) as f:
         ops = [json.loads(line) for line in f if line.strip()]
-    return share_reference(ops, limit, final_read_complete)
+    return share_reference(ops, limit, final_read_complete, logged)

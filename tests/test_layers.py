@@ -18,7 +18,7 @@ from tests.paths import ROOT
 
 PACKAGES = ("harness", "nemesis", "workloads", "checkers", "reports")
 DEV_ONLY = ("psutil", "hypothesis", "pytest", "tests")
-BROKERS = {"kafka": "workloads.kafka", "rabbitmq": "workloads.rabbitmq"}
+BROKERS = {"kafka": "workloads.kafka", "rabbitmq": "workloads.rabbitmq", "nats": "workloads.nats"}
 REGISTRY = "workloads.registry"
 
 

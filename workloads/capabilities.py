@@ -84,6 +84,16 @@ class PowerLoss(Protocol):
 
 
 @runtime_checkable
+class Clocks(Protocol):
+    """Brokers that read a wall clock of their own (workloads/clock.py,
+    --faketime), set apart from the host's while they run."""
+
+    def set_clock(self, node: Remote, offset: float) -> None:
+        """The node's broker's wall clock `offset` seconds from the host's."""
+        ...
+
+
+@runtime_checkable
 class DataFiles(Protocol):
     """Brokers whose data files a fault may change while they are down
     (file-corruption): each kind of file it keeps, found on a node. The

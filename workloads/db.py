@@ -82,6 +82,11 @@ class PidfileProcess:
         """A string only our broker's command line holds (its config path)."""
         raise NotImplementedError
 
+    def launch_env(self, node: Remote) -> dict[str, str]:
+        """What the broker's start command adds to its environment (a faked
+        clock: workloads/clock.py); nothing by default."""
+        return {}
+
     def pid(self, node: Remote) -> int | None:
         q = shlex.quote
         d = q(self.dir(node))

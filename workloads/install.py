@@ -14,6 +14,7 @@ from harness.nodes.remote import Remote, RemoteError
 
 from .db import DBError
 
+DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
 COMPLETE = ".queuecheck-manifest"  # written last: a dir without it is incomplete
 
 

@@ -3,6 +3,7 @@ history per rule with its answer worked out by hand, then random share
 histories on which the Spark checker and the plain-Python reference
 (tests/share_reference.py) must agree exactly."""
 
+import json
 import random
 
 import pytest
@@ -37,12 +38,36 @@ def ack(b, process, triples, type="ok"):
     b._add(process=process, type=type, f="ack", value={"msgs": msgs})
 
 
+# What the brokers' logs said (brokers/state.json): every acquisition on a
+# last attempt logged, none seen (Kafka 4.3+ with a limit above 2)
+QUIET_LOGS: set = set()
+
+
 @pytest.fixture
 def share_check(spark, tmp_path):
+    """Checks a Builder's history; `logs`: the places (topic, partition,
+    offset) the brokers logged acquiring on a last attempt, or None for a
+    run whose brokers do not log them (no state read)."""
     from checkers.load import load_history
     from checkers.share import ShareChecker
 
-    def run(b, test=TEST):
+    def run(b, test=TEST, logs=QUIET_LOGS):
+        state = tmp_path / "brokers" / "state.json"
+        state.unlink(missing_ok=True)
+        if logs is not None:
+            state.parent.mkdir(exist_ok=True)
+            events = [
+                {
+                    "node": "n1",
+                    "event": "share-last-attempt",
+                    "topic": t,
+                    "partition": p,
+                    "offset": o,
+                }
+                for t, p, o in sorted(logs)
+            ]
+            doc = {"system": "kafka", "unreadable": {}, "logged": ["share-last-attempt"]}
+            state.write_text(json.dumps({**doc, "events": events}))
         return ShareChecker().check(load_history(spark, b.write(tmp_path / "history.jsonl")), test)
 
     return run
@@ -173,6 +198,52 @@ def test_a_fault_after_a_last_attempt_release_may_have_taken_the_copy_unseen(sha
         assert share_reference(b.ops, LIMIT)["counts"] == r.counts
 
 
+def test_a_last_attempt_nobody_saw_is_archived_by_the_brokers_word_or_the_closes(share_check):
+    """Released at L-1, then never seen again, with no fault after it: as on
+    Kafka 4.3.1, where a fetch answered after a consumer's last poll took
+    the record a last time and the consumer's close archived it
+    (KAFKA-19972). The brokers' log line names it: archived unseen, not a
+    broken rule; a log that names nothing leaves it blamed. Where brokers do
+    not log it, the consumers' closes (at the drain) are one unseen
+    acquisition: a release at L-1 is excused, one at L-2 still blamed."""
+
+    def history(released_at):
+        b = Builder()
+        b.send(0, [1, 2])
+        deliver(b, 1, [(1, 1), (2, 1)])
+        ack(b, 1, [(1, 1, "release" if released_at == 2 else "accept"), (2, 1, "release")])
+        if released_at == 2:
+            deliver(b, 1, [(1, 2)])
+            ack(b, 1, [(1, 2, "release")])
+        drained(b)
+        return b
+
+    def verdicts(r):
+        return {p: v.valid for p, v in r.properties.items()}
+
+    b = history(released_at=2)
+    told = share_check(b, logs={("t", 0, 1)})
+    assert told.counts["release-not-redelivered"] == 1  # id 2, released at 1, was not named
+    assert told.counts["share-last-attempt-unseen"] == 1
+    assert told.counts["share-archived-unseen"] == 1 and told.counts["unaccepted"] == 1
+    assert told.counts == share_reference(b.ops, LIMIT, logged={("t", 0, 1)})["counts"]
+    both = share_check(b, logs={("t", 0, 1), ("t", 0, 2)})
+    assert both.counts["release-not-redelivered"] == both.counts["unaccepted"] == 0
+    assert both.counts["share-last-attempt-unseen"] == 2
+    assert verdicts(both) == dict.fromkeys(verdicts(both), True)
+    silent = share_check(b)  # the brokers log every such acquisition: none here
+    assert silent.counts["release-not-redelivered"] == 2
+    assert silent.counts["share-last-attempt-unseen"] == 0
+    assert verdicts(silent)["share-redelivery"] is False
+    assert silent.counts == share_reference(b.ops, LIMIT, logged=set())["counts"]
+
+    unlogged = share_check(b, logs=None)  # id 1 (at L-1) excused by the closes; id 2 not
+    assert unlogged.counts["release-not-redelivered"] == 1
+    assert unlogged.counts["share-archived-unseen"] == 1
+    assert unlogged.counts == share_reference(b.ops, LIMIT, logged=None)["counts"]
+    assert share_check(history(released_at=1), logs=None).counts["release-not-redelivered"] == 1
+
+
 def test_an_incomplete_final_read_leaves_absence_undecided(share_check):
     b = Builder()
     b.send(0, [1])
@@ -232,8 +303,21 @@ def random_share_history(rng: random.Random) -> Builder:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_spark_agrees_with_the_reference_on_random_share_histories(share_check, seed):
-    b = random_share_history(random.Random(seed))
-    r = share_check(b)
-    want = share_reference(b.ops, LIMIT)
+    """With the brokers' word (some random places logged) and without it."""
+    rng = random.Random(seed)
+    b = random_share_history(rng)
+    places = {
+        (m["queue"], m["partition"], m["offset"])
+        for op in b.ops
+        for m in msgs_of(op)
+        if "partition" in m
+    }
+    logs = {p for p in sorted(places) if rng.random() < 0.3} if seed % 2 else None
+    r = share_check(b, logs=logs)
+    want = share_reference(b.ops, LIMIT, logged=logs)
     assert r.counts == want["counts"]
     assert {p: v.valid for p, v in r.properties.items()} == want["properties"]
+
+
+def msgs_of(op):
+    return (op.get("value") or {}).get("msgs") or []

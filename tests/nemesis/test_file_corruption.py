@@ -6,37 +6,20 @@ on this machine as a node, with the brokers' own file listings."""
 from __future__ import annotations
 
 import random
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from harness.nodes.remote import NodeSpec, Result
 from harness.options import OptionError
 from nemesis.base import Settings
 from nemesis.file_corruption import FileCorruptionNemesis, cut_short, flip_bits
+from tests.here import Here
 from workloads.db import files_of_kinds
 from workloads.kafka.db import Kafka
 from workloads.kafka.existing import ExistingKafka
 from workloads.kafka.files import file_kind as kafka_kind
 from workloads.rabbitmq.files import file_kind as rabbit_kind
-
-
-class Here:
-    """This machine as a node: commands run locally, files opened in place."""
-
-    name = "n1"
-    spec = NodeSpec(name="n1", host="127.0.0.1")
-
-    def run(self, cmd, check=True, timeout=60, env=None):
-        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
-        if check and p.returncode:
-            raise RuntimeError(f"`{cmd}` exited {p.returncode}: {p.stderr}")
-        return Result(self.name, cmd, p.returncode, p.stdout, p.stderr)
-
-    def open_file(self, path):
-        return open(path, "r+b")  # noqa: SIM115 - the caller's with closes it
 
 
 class ScratchBroker:

@@ -6,8 +6,12 @@ step, each once, and every one once all steps were taken; the driver
 import threading
 import time
 
+import pytest
+
 from nemesis.migrate import RollingMigration
 from workloads.kafka.migration import GroupProtocolMigration
+
+pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
 
 
 def test_each_step_lets_one_more_consumer_move_once():

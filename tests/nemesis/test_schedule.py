@@ -4,8 +4,12 @@ and a fault that fails is recorded with its error while the run goes on."""
 
 import time
 
+import pytest
+
 from harness.history import HistoryWriter, read_history
 from nemesis.schedule import Schedule
+
+pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
 
 
 class Fault:

@@ -11,6 +11,8 @@ import pytest
 
 from nemesis.upgrade import RollingUpgrade
 
+pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
+
 
 class Cluster:
     """In sync whenever no fault is active (as three nodes that rejoin at once)."""

@@ -30,6 +30,7 @@ from harness.options import AT_LEAST_ONE, DEFAULT_STATE, Range, check_values, op
 
 from ..capabilities import (
     BrokerState,
+    Clocks,
     Controller,
     Coordinators,
     DataFiles,
@@ -39,15 +40,15 @@ from ..capabilities import (
     ReplicationPort,
     RollingUpgrade,
 )
+from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answer
-from ..install import digest, ensure_package, manifest, push_dir
+from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
 from .admin import Admin, partition_leaders, unfenced_brokers
 from .coordinators import KafkaCoordinators
-from .dist import DEFAULT_VERSION, ensure_kafka
+from .dist import DEFAULT_VERSION, ensure_kafka, version_key
 from .files import FILE_KINDS, file_kind
 
-DIST_ROOT = "/var/lib/queuecheck/dist"  # pushed software on the nodes, by content
 STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
 PORT, CONTROLLER_PORT = 9092, 9093
 
@@ -107,6 +108,9 @@ class KafkaOptions:
         False,
         "broker data on lazyfs, which loses every write not fsynced at a power-loss fault",
     )
+    faketime: bool = option(
+        False, "brokers read their wall clock through libfaketime, which the clock fault sets"
+    )
     # 3 brokers, clients and Spark share a 2-core box
     heap: str = option("512m", "broker JVM heap", flag="--kafka-heap")
     ready_timeout: float = 120.0
@@ -155,10 +159,6 @@ class Dist:
     @property
     def node_libs(self) -> str:
         return f"{DIST_ROOT}/kafka-{digest(self.listing)}/libs"
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
 class Kafka(
@@ -409,8 +409,10 @@ class Kafka(
         self._marks[node.name] = self._started_lines(node)
         # `cmd &` alone (not `cd && cmd &`, a subshell), so $! is java's own pid:
         # setsid and nohup exec without forking.
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in self.launch_env(node).items())
         node.run(
-            f"cd {d} || exit 1; setsid nohup {self.java(node, self.opts.heap)} kafka.Kafka "
+            f"cd {d} || exit 1; setsid nohup {'env ' + env if env else ''}"
+            f"{self.java(node, self.opts.heap)} kafka.Kafka "
             f"{d}/etc/server.properties >> {d}/log/console.out 2>&1 < /dev/null & "
             f"echo $! > {self.pidfile(node)}",
             timeout=20,
@@ -672,6 +674,16 @@ class LazyfsKafka(Kafka, PowerLoss):
         self.start(node)
 
 
+class ClockedKafka(FakedClock, Kafka, Clocks):
+    """Kafka whose brokers read a clock the clock fault sets (--faketime)."""
+
+
+class ClockedLazyfsKafka(FakedClock, LazyfsKafka, Clocks):
+    """--faketime and --lazyfs."""
+
+
 def kafka_class(opts: KafkaOptions) -> type[Kafka]:
     """The lifecycle class of brokers the tool runs with these options."""
+    if opts.faketime:
+        return ClockedLazyfsKafka if opts.lazyfs else ClockedKafka
     return LazyfsKafka if opts.lazyfs else Kafka

@@ -101,6 +101,11 @@ def _user_libs(home: Path) -> Path:
     raise KafkaDistError(f"kafka_home {home}: no kafka_2.13-*.jar in {home}/libs or {home}")
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """Versions in order: "4.3.1" -> (4, 3, 1)."""
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
 if __name__ == "__main__":
     try:
         print(ensure_kafka(sys.argv[1] if len(sys.argv) > 1 else None))

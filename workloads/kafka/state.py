@@ -9,7 +9,10 @@ cross-check's input: checkers/brokers.py, harness/history/README.md):
   replicas (`kafka-topics --describe`), its high watermark and last stable
   offset (the end offsets read uncommitted and committed);
 - the transactions left hanging (`kafka-transactions find-hanging`, per
-  broker) and the KRaft quorum (`kafka-metadata-quorum describe`).
+  broker) and the KRaft quorum (`kafka-metadata-quorum describe`);
+- in a share-group run, the records each broker's log says it acquired on
+  their last delivery attempt (LAST_ATTEMPT): a copy the application never
+  saw is archived with it (checkers/share.py).
 
 Each part is read on its own: one that fails is recorded with why (never
 guessed), and the others are still read. A cluster someone else runs gives
@@ -31,13 +34,27 @@ from kafka import KafkaConsumer, TopicPartition
 from harness.rundir import BROKER_STATE, write_json
 
 from ..install import digest, ensure_package, manifest, push_dir
+from ..log_events import grep_logs
 from .admin import Admin
+from .dist import version_key
 
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
 
 HERE = Path(__file__).parent
 READER = "segments.py"
+
+# SharePartition (4.3+) warns of each record it acquires on its last attempt
+# when the limit is above 2 ("delivered alone", KIP-932's poison-record
+# isolation); 4.2 acquires the same way without a word. The group, then
+# `topicId:topic-partition` (a topic name holds no colon).
+LAST_ATTEMPT = "share-last-attempt"
+LAST_ATTEMPT_TEXT = "is on last delivery attempt in share partition"
+LAST_ATTEMPT_LINE = re.compile(
+    r"The offset (?P<offset>\d+) is on last delivery attempt in share partition: "
+    r"\S+:(?P<topic>[\w.-]+)-(?P<partition>\d+), should be delivered alone in this fetch"
+)
+LOGS_LAST_ATTEMPT_FROM = (4, 3)
 
 
 def staged(state: Path) -> Path:
@@ -212,8 +229,37 @@ def read_state(db: Any, topics: list[str], into: Path, root: str) -> dict:
             except Exception as e:  # noqa: BLE001
                 doc["unreadable"][f"hanging/{name}"] = f"{type(e).__name__}: {e}"[:400]
     doc["brokers"] = ids
+    if db.coordinated.get("share"):
+        share_events(db, topics, doc)
     write_json(into / BROKER_STATE, doc)
     return doc
+
+
+def share_events(db: Any, topics: list[str], doc: dict[str, Any]) -> None:
+    """doc["events"]: the acquisitions on a last attempt the brokers logged,
+    of `topics`; doc["logged"] names the kind when every version the run
+    ran logs each one (else their absence says nothing)."""
+    found = grep_logs(db, LAST_ATTEMPT_TEXT, doc)
+    doc["events"] = [
+        {"node": name, "event": LAST_ATTEMPT, **ev}
+        for name, text in found
+        for ev in last_attempts(text, topics)
+    ]
+    limit = db.coordinated.get("share_limit") or 0
+    every = all(version_key(v) >= LOGS_LAST_ATTEMPT_FROM for v in db.versions())
+    doc["logged"] = [LAST_ATTEMPT] if every and limit > 2 and len(found) == len(db.nodes) else []
+
+
+def last_attempts(text: str, topics: list[str]) -> list[dict[str, Any]]:
+    """{"topic", "partition", "offset"} of each LAST_ATTEMPT_LINE in `text`."""
+    out = []
+    for line in text.splitlines():
+        m = LAST_ATTEMPT_LINE.search(line)
+        if m and m["topic"] in topics:
+            out.append(
+                {"topic": m["topic"], "partition": int(m["partition"]), "offset": int(m["offset"])}
+            )
+    return out
 
 
 def _out(r) -> str:

@@ -319,6 +319,7 @@ class KafkaSystem(System):
             "group_id": o.group,
             "group": self.ctx.consumers > 0,
             "share": o.consumer_mode == "share",
+            "share_limit": o.share_delivery_limit,  # what the brokers log (state.py)
             "txn": self.txn or self.ctx.sink == TXN_SINK,
         }
         if self.options.consumer_mode == "share":

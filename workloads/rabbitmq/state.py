@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -37,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.rundir import BROKER_STATE, write_json
+
+from ..log_events import grep_logs
 
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
@@ -202,17 +203,11 @@ def log_events(db: Any, queues: list[str], doc: dict[str, Any]) -> None:
     nodes' own logs (EVENTS), in time order; a node whose log cannot be
     read is named under "unreadable"."""
     pattern = "|".join(text for text, _ in EVENTS.values())
-    events: list[dict[str, Any]] = []
-    for node in db.nodes:
-        logs = " ".join(f"{shlex.quote(d)}/*.log" for d in db.log_files(node))
-        try:
-            r = node.run(f"grep -h -E {shlex.quote(pattern)} {logs}", check=False, timeout=60)
-            if r.exit > 1:  # 1: no line matched
-                raise RuntimeError(f"grep exited {r.exit}: {r.err.strip()[-200:]}")
-        except Exception as e:  # noqa: BLE001 - named, never guessed
-            doc["unreadable"][f"events/{node.name}"] = f"{type(e).__name__}: {e}"[:400]
-            continue
-        events += [{"node": node.name, **ev} for ev in parse_events(r.out, queues)]
+    events = [
+        {"node": name, **ev}
+        for name, text in grep_logs(db, pattern, doc)
+        for ev in parse_events(text, queues)
+    ]
     doc["events"] = sorted(events, key=lambda e: (e["at"], e["node"]))
 
 

@@ -41,7 +41,6 @@ by the next op, so every redelivery and retry is one this module chose.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import itertools
 import logging
 import threading
@@ -60,6 +59,7 @@ from rstream import Producer as StreamProducer
 from rstream.recovery import BackOffRecoveryStrategy
 
 from ..client import Op, complete, describe, dispatch
+from ..event_loop import EventLoop
 from .client import ConnectFailed, RabbitQueueOptions
 
 log = logging.getLogger(__name__)
@@ -68,67 +68,6 @@ STREAM_PORT = 5552
 PARTITION = 0  # a stream is one log: the offset checks see it as partition 0
 DRAIN_CHUNK = 1000
 END_MARKER = b"queuecheck-end-"  # + a token; never a message id
-
-
-class EventLoop:
-    """An asyncio loop on its own daemon thread; `run` waits for a coroutine
-    at most `timeout` s (then cancels it and raises TimeoutError)."""
-
-    def __init__(self, name: str):
-        self.loop = asyncio.new_event_loop()
-        # rstream's background tasks end in errors when their connection goes
-        # (a fault, an abort): the run's log, not the terminal
-        self.loop.set_exception_handler(
-            lambda _loop, ctx: log.debug("stream client: %s", ctx.get("exception") or ctx)
-        )
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        self.loop.run_forever()
-        # stopped: cancel what is left (a second at most), so no task wakes on a closed loop
-        left = asyncio.all_tasks(self.loop)
-        for t in left:
-            t.cancel()
-        if left:
-            gather = asyncio.gather(*left, return_exceptions=True)
-            self.loop.run_until_complete(asyncio.wait([gather], timeout=1.0))
-        self.loop.close()
-
-    def run(self, coro, timeout: float) -> Any:
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result(max(0.01, timeout))
-        except concurrent.futures.TimeoutError:
-            fut.cancel()
-            raise TimeoutError(f"no answer within {timeout:.1f} s") from None
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-
-    def close_later(self, client: Any) -> None:
-        """Closes an rstream client on the loop (two seconds at most), not waiting."""
-        try:
-            asyncio.run_coroutine_threadsafe(_quietly(client.close()), self.loop)
-        except RuntimeError:  # the loop is already closed: so is the client's socket
-            pass
-
-    def stop(self, closing: list[Any]) -> None:
-        """Closes `closing` (rstream clients) on the loop for a second at most,
-        then stops it; never waits for a broker."""
-
-        async def close_all() -> None:
-            for c in closing:
-                try:
-                    await asyncio.wait_for(c.close(), 1.0)
-                except BaseException as e:  # noqa: BLE001 - closing a broken client
-                    log.debug("closing a stream client: %s", describe(e))
-            self.loop.stop()
-
-        try:
-            asyncio.run_coroutine_threadsafe(close_all(), self.loop)
-        except RuntimeError:  # the loop is already closed
-            pass
 
 
 class StreamClient:
@@ -456,10 +395,3 @@ class StreamClient:
         loop = self.abort()
         if loop is not None:
             loop.join(3.0)
-
-
-async def _quietly(coro) -> None:
-    try:
-        await asyncio.wait_for(coro, 2.0)
-    except BaseException as e:  # noqa: BLE001 - closing a broken client
-        log.debug("closing a stream client: %s", describe(e))

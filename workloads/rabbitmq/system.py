@@ -17,7 +17,7 @@ from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
 from .client import PORT, RabbitQueueClient, RabbitQueueOptions
-from .db import RabbitMQ, RabbitMQOptions
+from .db import RabbitMQ, RabbitMQOptions, rabbitmq_class
 from .existing import BROKER_OPTIONS, ExistingRabbitMQ
 from .presets import PRESETS
 from .stream import STREAM_PORT, StreamClient
@@ -76,7 +76,7 @@ class RabbitMQSystem(System):
 
     @classmethod
     def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
-        return ExistingRabbitMQ if existing else RabbitMQ
+        return ExistingRabbitMQ if existing else rabbitmq_class(settings[0])
 
     def __init__(self, ctx: RunContext, settings: tuple[RabbitMQOptions, RabbitQueueOptions]):
         super().__init__(ctx, settings)
@@ -88,7 +88,7 @@ class RabbitMQSystem(System):
             self.options = replace(self.options, queue=own)
             self.db = ExistingRabbitMQ(ctx.nodes, ctx.existing, db_opts, self.options)
         else:
-            self.db = RabbitMQ(ctx.nodes, db_opts)
+            self.db = rabbitmq_class(db_opts)(ctx.nodes, db_opts)
         self.queue = self.options.queue
         self.stream = self.options.queue_type == "stream"
         if self.stream:

@@ -23,6 +23,8 @@ from harness.run.runner import Run
 from harness.rundir import RunDir
 from tests.noop import NoopCluster
 
+pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
+
 
 def options(tmp_path, **kw) -> RunOptions:
     base = {

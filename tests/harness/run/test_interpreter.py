@@ -5,9 +5,13 @@ script, the history is real and read back through the contract's reader."""
 
 import threading
 
+import pytest
+
 from harness.history import HistoryWriter, read_history
 from harness.run.interpreter import Interpreter
 from workloads.client import complete
+
+pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
 
 
 class ScriptedClient:

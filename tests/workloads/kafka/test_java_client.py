@@ -11,6 +11,8 @@ from workloads.kafka.client import KafkaQueueOptions
 from workloads.kafka.java import JavaQueueClient, consumer_config, producer_config, start_worker
 from workloads.kafka.jvm import JavaError, WorkerGone, build, live_pids
 
+pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
+
 NOWHERE = "127.0.0.1:9"  # loopback's discard port: nothing listens, nothing leaves the host
 
 

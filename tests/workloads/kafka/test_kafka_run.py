@@ -196,6 +196,38 @@ def test_a_group_moved_to_kip848_one_consumer_at_a_time_loses_nothing(state, tmp
     assert doc["counts"]["double-ownership"] == 0
 
 
+def test_acks_all_loses_nothing_while_the_brokers_clocks_jump(state, tmp_path):
+    """`--faketime --nemesis clock` on every broker at once: wall clocks
+    bumped up to 5 minutes either way or strobed (each node's offset in the
+    op, set back at the stop). Kafka's replication and acknowledgement wait
+    on the monotonic clock; what reads the wall clock (timeouts, retention of
+    7 days) must not lose an acknowledged write."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "faketime": True},
+        time_limit=20,
+        nemesis=["clock"],
+        nemesis_interval=4,
+        fault_targets=["all"],
+        clock_faults=["bump", "strobe"],
+        clock_max=300,
+        seed=3,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    struck = [op["value"] for op in ops if op["f"] == "start-clock" and op["value"]]
+    assert len(struck) >= 2 and all(len(v["changes"]) == 3 for v in struck)
+    changes = [c for v in struck for c in v["changes"]]
+    assert {c["fault"] for c in changes} == {"bump", "strobe"}
+    assert all(1 <= abs(c.get("offset", c.get("delta"))) <= 300 for c in changes)
+    stops = [op["value"] for op in ops if op["f"] == "stop-clock" and op["value"]]
+    assert stops and all(v["offset"] == 0 for v in stops)
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 500 and counts["lost"] == 0
+    assert doc["properties"]["at-least-once"]["valid"] is True
+    assert doc["properties"]["at-least-once"]["claimed"]
+
+
 def test_one_replica_s_segments_corrupted_lose_nothing_and_the_broker_repairs_them(state, tmp_path):
     """`--nemesis file-corruption` on acks=all (the control row): one broker
     at a time killed, one of its test-topic log segments bit-flipped or cut
@@ -296,6 +328,18 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
     assert doc["history"]["final-read-complete"] is True
     for p in ("at-least-once", "share-at-least-once", "share-delivery-limit", "share-redelivery"):
         assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    # Kafka 4.3 logs each acquisition on a last attempt (limit 3): the state
+    # read kept them, at places the history delivered records at
+    brokers = json.loads((run_dir / "brokers" / "state.json").read_text())
+    assert brokers["logged"] == ["share-last-attempt"]
+    logged = {(e["topic"], e["partition"], e["offset"]) for e in brokers["events"]}
+    delivered: dict[tuple, int] = {}  # place -> the highest count it was delivered at
+    for op in completions(ops, "receive", "ok") + completions(ops, "drain", "ok"):
+        for m in op["value"]["msgs"]:
+            place = (m["queue"], m["partition"], m["offset"])
+            delivered[place] = max(delivered.get(place, 0), m["delivery_count"])
+    assert logged and logged <= set(delivered)
+    assert any(delivered[p] == 3 for p in logged)
     print("\nshare group:", {k: v for k, v in counts.items() if k.startswith("share")})
 
 

@@ -6,36 +6,20 @@ process crash (the daemon alive) loses nothing."""
 import mmap
 import os
 import shutil
-import subprocess
 
 import pytest
 
-from harness.nodes.remote import NodeSpec
+from tests.here import Here
 from workloads.lazyfs.mount import LazyMount, lose
 
 pytestmark = pytest.mark.integration
-
-
-class Here:
-    """This machine as a node: commands run locally (the namespace nodes run
-    the same commands over SSH; tests/test_kafka_run.py does that)."""
-
-    name = "here"
-    spec = NodeSpec(name="here", host="127.0.0.1")
-
-    def run(self, cmd, check=True, timeout=60, env=None):
-        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
-        r = type("R", (), {"exit": p.returncode, "out": p.stdout, "err": p.stderr})()
-        if check and p.returncode:
-            raise RuntimeError(f"`{cmd}` exited {p.returncode}: {p.stderr}")
-        return r
 
 
 @pytest.fixture
 def mounted(tmp_path):
     if not shutil.which("fusermount3"):
         pytest.fail("fuse3 is not installed (make setup installs it)")
-    node, data = Here(), str(tmp_path / "data")
+    node, data = Here("here"), str(tmp_path / "data")
     lazy = LazyMount(tmp_path / "state", str(tmp_path / "dist"))
     lazy.home = str(lazy.local)  # run from the staged copy: nothing to push here
     lazy.mount(node, data)

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from harness.options import OptionError
+from workloads.event_loop import EventLoop
 from workloads.rabbitmq.client import RabbitQueueOptions
-from workloads.rabbitmq.stream import EventLoop, StreamClient
+from workloads.rabbitmq.stream import StreamClient
 from workloads.rabbitmq.system import RabbitMQSystem
 from workloads.system import RunContext
 

@@ -1,0 +1,118 @@
+"""The clock fault: a broker process's own wall clock through libfaketime
+(workloads/clock.py), read by a real process on this machine as a node;
+the fault's bumps, strobes and skews on recorded clocks; refusals."""
+
+from __future__ import annotations
+
+import random
+import shlex
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from harness.options import OptionError
+from nemesis.base import Settings
+from nemesis.clock import STROBE_PERIOD, ClockNemesis
+from tests.here import Here
+from workloads.clock import FakedClock
+from workloads.kafka.db import ClockedKafka, Kafka, KafkaOptions, kafka_class
+from workloads.kafka.existing import ExistingKafka
+from workloads.rabbitmq.db import ClockedRabbitMQ, RabbitMQ, RabbitMQOptions, rabbitmq_class
+
+pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
+
+
+class ScratchClock(FakedClock):
+    def __init__(self, root):
+        self.root = root
+
+    def dir(self, node):
+        return str(self.root / node.name)
+
+
+def clock_of(env: dict[str, str], node: Here) -> float:
+    """What `date` reads under the broker's start environment."""
+    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return float(node.run(f"env {pairs} date +%s.%N").out)
+
+
+def test_a_process_started_with_the_launch_env_reads_the_clock_the_file_sets(tmp_path):
+    node, db = Here(), ScratchClock(tmp_path)
+    (tmp_path / node.name).mkdir()
+    env = db.launch_env(node)  # no file yet: the host's time
+    assert (tmp_path / "n1" / "faketime").read_text() == "+0.000\n"
+    assert abs(clock_of(env, node) - time.time()) < 0.5
+    db.set_clock(node, 3600.5)
+    assert (tmp_path / "n1" / "faketime").read_text() == "+3600.500\n"
+    assert abs(clock_of(env, node) - time.time() - 3600.5) < 0.5
+    db.set_clock(node, -120)
+    assert abs(clock_of(env, node) - time.time() + 120) < 0.5
+    assert env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"  # the JVM's timed waits: the host's
+
+
+class RecordedClocks:
+    """Clocks (the capability) that remember every setting."""
+
+    def __init__(self, names=("n1", "n2", "n3")):
+        self.nodes = [SimpleNamespace(name=n) for n in names]
+        self.calls: list[tuple[str, float]] = []
+        self.now: dict[str, float] = {}
+
+    def set_clock(self, node, offset):
+        self.calls.append((node.name, offset))
+        self.now[node.name] = offset
+
+
+def test_a_bump_or_a_skew_is_recorded_held_and_set_back_at_the_stop():
+    db = RecordedClocks()
+    for faults, bound in ((["bump"], 30.0), (["skew"], 1.0)):
+        fault = ClockNemesis(db, faults, clock_max=30.0, allowed=["all"])
+        value = fault.start(random.Random(7))
+        changes = value["changes"]
+        assert sorted(c["node"] for c in changes) == ["n1", "n2", "n3"]
+        for c in changes:
+            assert c["fault"] == faults[0] and 0 < abs(c["offset"]) <= bound
+            assert db.now[c["node"]] == c["offset"]
+        if faults == ["bump"]:
+            assert all(abs(c["offset"]) >= 1 for c in changes)
+        assert fault.active()
+        assert fault.stop() == {"nodes": ["n1", "n2", "n3"], "offset": 0}
+        assert db.now == {"n1": 0.0, "n2": 0.0, "n3": 0.0} and not fault.active()
+    # the seed decides the offsets
+    again = [ClockNemesis(RecordedClocks(), ["bump"], 30.0, ["all"]) for _ in range(2)]
+    assert again[0].start(random.Random(3)) == again[1].start(random.Random(3))
+
+
+def test_a_strobe_flips_the_clock_until_the_stop_and_the_teardown_sets_every_clock_back():
+    db = RecordedClocks()
+    fault = ClockNemesis(db, ["strobe"], clock_max=10.0, allowed=["one"])
+    (change,) = fault.start(random.Random(1))["changes"]
+    node, delta = change["node"], change["delta"]
+    assert 1 <= delta <= 10 and change["period"] == STROBE_PERIOD
+    time.sleep(STROBE_PERIOD * 3.5)
+    flips = [offset for name, offset in db.calls if name == node]
+    assert flips[:4] == [delta, 0.0, delta, 0.0]  # set, then a flip every period
+    fault.stop()
+    settled = len(db.calls)
+    time.sleep(STROBE_PERIOD * 1.5)
+    assert len(db.calls) == settled and db.now[node] == 0.0  # no flip after the stop
+    db.now = {"n2": 5.0}
+    fault.teardown()
+    assert db.now == {"n1": 0.0, "n2": 0.0, "n3": 0.0}
+
+
+def settings(**kw):
+    return Settings(SimpleNamespace(fault_targets=["one"], clock_faults=["bump"], **kw))
+
+
+def test_brokers_not_started_under_libfaketime_are_refused_by_name():
+    for db in (Kafka, RabbitMQ, ExistingKafka):
+        with pytest.raises(OptionError, match=r"--nemesis clock: .* \(--faketime starts them"):
+            ClockNemesis.refuse(db, settings())
+    for db in (ClockedKafka, ClockedRabbitMQ):
+        ClockNemesis.refuse(db, settings())
+    assert kafka_class(KafkaOptions(faketime=True)) is ClockedKafka
+    assert kafka_class(KafkaOptions(faketime=True, lazyfs=True)).__name__ == "ClockedLazyfsKafka"
+    assert rabbitmq_class(RabbitMQOptions(faketime=True)) is ClockedRabbitMQ
+    assert rabbitmq_class(RabbitMQOptions()) is RabbitMQ

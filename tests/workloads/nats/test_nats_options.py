@@ -1,0 +1,72 @@
+"""NATS's options, configuration and claims, without a cluster: what a
+server's nats.conf says, what is refused by name, what each setup claims."""
+
+import pytest
+
+from harness.nodes.remote import NodeSpec
+from harness.options import OptionError
+from workloads.nats.client import NatsQueueOptions, seconds
+from workloads.nats.db import Nats, NatsOptions
+from workloads.nats.dist import check_version
+from workloads.nats.system import NatsSystem
+
+
+class Node:
+    def __init__(self, name: str, host: str):
+        self.name = name
+        self.spec = NodeSpec(name=name, host=host)
+
+
+NODES = [Node(f"n{i}", f"10.0.0.{i}") for i in (1, 2, 3)]
+
+
+def test_each_server_listens_on_its_own_address_and_routes_to_the_others():
+    db = Nats(NODES, NatsOptions(base="/data"))
+    conf = db.config(NODES[1])
+    assert 'server_name: "n2"' in conf
+    assert 'listen: "10.0.0.2:4222"' in conf and 'http: "10.0.0.2:8222"' in conf
+    assert 'routes: ["nats://10.0.0.1:6222", "nats://10.0.0.3:6222"]' in conf
+    assert 'store_dir: "/data/n2/nats/data"' in conf
+    assert "sync_interval" not in conf  # the server's own default (2m) is left alone
+    always = Nats(NODES, NatsOptions(base="/data", sync="always")).config(NODES[0])
+    assert 'sync_interval: "always"' in always
+    assert db.identity(NODES[0]) == "-c /data/n1/nats/etc/nats.conf"
+
+
+@pytest.mark.parametrize(
+    "given, named",
+    [
+        ({"sync": "sometimes"}, "--nats-sync"),
+        ({"sync": "0s"}, "--nats-sync"),
+        ({"version": "latest"}, "--nats-version"),
+        ({"dedupe_window": "2 minutes"}, "--dedupe-window"),
+        ({"replicas": 6}, "--replicas"),
+        ({"replicas": 5}, "--replicas"),  # more than the 3 nodes
+        ({"ack_wait": 0.1}, "--ack-wait"),
+        ({"max_deliver": -1}, "--max-deliver"),
+        ({"no_such": 1}, "no_such"),
+    ],
+)
+def test_bad_options_are_refused_by_name(given, named):
+    with pytest.raises((OptionError, ValueError), match=named):
+        NatsSystem.settings(given, nodes=3)
+
+
+def test_versions_and_windows_read_as_the_server_reads_them():
+    check_version("2.15.2")
+    check_version("debian")
+    assert seconds("2m") == 120 and seconds("30s") == 30 and seconds("1h") == 3600
+    assert NatsQueueOptions(dedupe_window="off").msg_ids is False
+    assert NatsQueueOptions().msg_ids is True
+
+
+def test_claims_follow_the_dedupe_window_and_quote_the_sync_interval():
+    base = {"sync": "2m", "dedupe_window": "2m", "cross_check": "off"}
+    claims, notes = NatsSystem.claims_of(base)
+    assert claims == ["at-least-once", "per-partition-order"]
+    assert any("may fail to recover the most recently acknowledged" in n for n in notes)
+    claims, notes = NatsSystem.claims_of({**base, "dedupe_window": "off"})
+    assert claims == ["at-least-once"]
+    assert any("without Nats-Msg-Id" in n for n in notes)
+    _, notes = NatsSystem.claims_of({**base, "sync": "always"})
+    assert any("fsync after every message" in n for n in notes)

@@ -1,0 +1,107 @@
+"""`queuecheck test --system nats` for real: a 3-node JetStream cluster of
+nats-server built from its Go module, nats-py publishers and consumers on
+an R3 stream, faults aimed at the stream's leader, the final read of the
+stream, the Spark checker."""
+
+import json
+
+import pytest
+
+from harness.history import read_history
+from harness.nodes.remote import Remote
+from harness.run.options import RunOptions
+from harness.run.runner import Run
+from tests.clusters import own_cluster
+from workloads.nats.db import Nats, NatsOptions
+from workloads.nats.dist import DEFAULT_VERSION
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = {"subnet": "10.77.33.0/24", "bridge": "qcsbr33", "prefix": "qcs-"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with own_cluster(tmp_path_factory, **CLUSTER) as cluster:
+        yield cluster
+
+
+def test_a_stream_under_leader_faults_and_consumer_crashes_keeps_every_acked_message(
+    cluster, tmp_path
+):
+    """Partitions, kills and pauses of the stream's leader (found as the
+    servers say, /jsz), consumers crashing after their effect and before their
+    ack: every acknowledged publish is in the stream once, in order, on every
+    node's own blocks, and the consumers' unacknowledged deliveries came
+    again with a higher delivery count."""
+    opts = RunOptions(
+        system="nats",
+        state=str(cluster.state.parent),
+        store=str(tmp_path / "store"),
+        driver_memory="1g",
+        **CLUSTER,
+        system_options={"base": str(tmp_path / "nats")},
+        # seed 64: a consumer crash, a partition and a kill in the main
+        # phase, then a pause (the faults come about 7 s apart under load)
+        time_limit=25,
+        concurrency=6,
+        producers=3,
+        nemesis=["partition", "kill", "pause", "crash-client"],
+        crash_point="after-effect",
+        nemesis_interval=2.5,
+        fault_targets=["primaries"],
+        seed=64,
+    )
+    run_dir, doc = Run(opts).execute()
+    ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["config"]["nats_version"] == DEFAULT_VERSION
+    assert test["config"]["sync"] == "2m" and test["config"]["dedupe_window"] == "2m"
+    assert test["claims"] == ["at-least-once", "per-partition-order", "broker-agrees"]
+    faults = {op["f"] for op in ops if op["process"] == "nemesis" and op["type"] == "info"}
+    assert {"start-partition", "start-kill", "start-pause", "start-crash-client"} <= faults
+    # aimed: the stream's leader, as the servers named it
+    aimed = [
+        op["value"]
+        for op in ops
+        if op["process"] == "nemesis" and op["f"] in ("start-kill", "start-pause") and op["value"]
+    ]
+    assert aimed and all(v.get("target") == "primaries" and v["nodes"] for v in aimed)
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 1000
+    assert counts["lost"] == 0 and counts["lost-write"] == 0
+    assert doc["history"]["final-read-complete"] is True
+    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
+    # one copy of each id in the stream, at increasing sequences per producer
+    assert doc["properties"]["per-partition-order"]["valid"] is True
+    assert counts["duplicate"] == 0 and counts["inconsistent-offsets"] == 0
+    # a consumer that died before its ack had its messages delivered again
+    counts_seen = [
+        m["delivery_count"]
+        for op in ops
+        if op["f"] == "receive" and op["type"] == "ok"
+        for m in op["value"]["msgs"]
+    ]
+    assert counts_seen and min(counts_seen) == 1 and max(counts_seen) > 1
+    drained = [
+        m for op in ops if op["f"] == "drain" and op["type"] == "ok" for m in op["value"]["msgs"]
+    ]
+    # the stream read whole, in order, no sequence missing
+    assert [m["offset"] for m in drained] == list(range(1, len(drained) + 1))
+    # the servers agree: every node's own message blocks were read, and each
+    # holds every acknowledged message (R3) where its publish was told
+    state = json.loads((run_dir / "brokers" / "state.json").read_text())
+    assert sorted(state["replicas"]) == ["n1", "n2", "n3"] and not state["unreadable"]
+    group = state["metadata"]["qc-jobs/0"]
+    assert group["replicas"] == [1, 2, 3] and group["leader"] in group["isr"]
+    for node in ("n1", "n2", "n3"):
+        held = sum(1 for _ in open(run_dir / "brokers" / "replicas" / f"{node}.jsonl"))
+        assert held >= counts["acknowledged"]
+    assert doc["properties"]["broker-agrees"]["valid"] is True
+    assert counts["acked-missing-on-replicas"] == counts["replica-divergence"] == 0
+    assert counts["lost-on-node"] == counts["history-broker-disagreement"] == 0
+    # torn down: no server of the run's left on any node
+    nodes = [Remote(s) for s in cluster.up()]
+    db = Nats(nodes, NatsOptions(base=str(tmp_path / "nats")))
+    assert [db.pid(n) for n in nodes] == [None, None, None]
+    print(f"\nnats: {counts}")

@@ -1,0 +1,131 @@
+"""The clock fault on real brokers, started under libfaketime (--faketime):
+they keep serving, and what each one's own clock says follows the offset
+the fault wrote for its node, then comes back to the host's at the stop.
+Kafka's leader stamps a LogAppendTime record with its clock; RabbitMQ's VM
+answers os:system_time (its erlang:system_time, in multi-time-warp mode,
+follows too, but only once ERTS next compares it with the OS's clock: 35
+and 60 s after a jump, measured here; README, Clocks)."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+from nemesis.clock import ClockNemesis
+from tests.clusters import db_on_own_cluster, wait_until
+from workloads.kafka.db import ClockedKafka, KafkaOptions
+from workloads.rabbitmq.db import ClockedRabbitMQ, RabbitMQOptions
+
+pytestmark = pytest.mark.integration
+
+SLACK = 3.0  # seconds: the brokers read their offset at most a second late
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("kafka"))
+    with db_on_own_cluster(
+        tmp_path_factory,
+        lambda nodes: ClockedKafka(nodes, KafkaOptions(base=base, faketime=True)),
+        "10.77.31.0/24",
+        "qccbr31",
+        "qcc-",
+    ) as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def rabbit(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("rabbit"))
+    with db_on_own_cluster(
+        tmp_path_factory,
+        lambda nodes: ClockedRabbitMQ(nodes, RabbitMQOptions(base=base, faketime=True)),
+        "10.77.32.0/24",
+        "qcgbr32",
+        "qcg-",
+    ) as db:
+        yield db
+
+
+def follows(read_clocks, offsets: dict[str, float]) -> None:
+    """Every node's clock reads the host's plus its offset (within SLACK).
+    `read_clocks()`: {node: (its clock, the host's before the read, after)}."""
+
+    def apart() -> dict[str, float]:
+        """How far each node's clock is from where it should be, less the
+        read's own time."""
+        out, clocks = {}, read_clocks()
+        assert set(clocks) == set(offsets), f"read {sorted(clocks)}"
+        for name, (clock, before, after) in clocks.items():
+            low, high = before + offsets[name], after + offsets[name]
+            out[name] = max(low - clock, clock - high, 0.0)
+        return out
+
+    ok = wait_until(lambda: max(apart().values()) < SLACK, timeout=60, errors_mean_not_yet=True)
+    assert ok, f"clocks off their offsets {offsets} by {apart()} s"
+
+
+def bumped_and_back(db, read_clocks) -> dict[str, float]:
+    """A bump of every node's clock, then the stop; the offsets it made."""
+    follows(read_clocks, dict.fromkeys((n.name for n in db.nodes), 0.0))
+    fault = ClockNemesis(db, ["bump"], clock_max=600, allowed=["all"])
+    value = fault.start(random.Random(4))
+    offsets = {c["node"]: c["offset"] for c in value["changes"]}
+    assert sorted(offsets) == ["n1", "n2", "n3"] and all(
+        1 <= abs(o) <= 600 for o in offsets.values()
+    )
+    follows(read_clocks, offsets)
+    assert fault.stop() == {"nodes": ["n1", "n2", "n3"], "offset": 0}
+    follows(read_clocks, dict.fromkeys(offsets, 0.0))
+    assert all(db.pid(n) for n in db.nodes)  # nobody died of it
+    return offsets
+
+
+def test_a_kafka_leader_stamps_records_with_the_clock_the_fault_set(kafka):
+    ids = {n.name: kafka.node_id(n) for n in kafka.nodes}
+    partition_of = {n.name: p for p, n in enumerate(kafka.nodes)}
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap(), request_timeout_ms=10000)
+    try:  # one partition led by each broker alone, stamped by it as it appends
+        topic = NewTopic(
+            "clock",
+            replica_assignments={p: [ids[name]] for name, p in partition_of.items()},
+            topic_configs={"message.timestamp.type": "LogAppendTime"},
+        )
+        admin.create_topics([topic], timeout_ms=30000)
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap(), acks=1, linger_ms=0)
+
+    def read_clocks() -> dict[str, tuple[float, float, float]]:
+        out = {}
+        for name, p in partition_of.items():
+            before = time.time()
+            sent = producer.send("clock", b"tick", partition=p).get(timeout=10)
+            out[name] = (sent.timestamp / 1000, before, time.time())
+        return out
+
+    try:
+        bumped_and_back(kafka, read_clocks)
+    finally:
+        producer.close(timeout=5)
+
+
+def test_a_rabbitmq_node_s_vm_reads_the_clock_the_fault_set(rabbit):
+    name_of = {rabbit.node_name(n): n.name for n in rabbit.nodes}
+    # every node's OS clock as its VM reads it, through one rabbitmqctl (each is
+    # an Erlang VM of its own: one per node took a core from the brokers)
+    ask = "eval '[{N, rpc:call(N, os, system_time, [millisecond])} || N <- [node() | nodes()]].'"
+
+    def read_clocks() -> dict[str, tuple[float, float, float]]:
+        before = time.time()
+        out = rabbit.ctl(rabbit.nodes[0], ask).out
+        after = time.time()
+        said = dict(re.findall(r"\{'([^']+)',\s*(\d+)\}", out))
+        return {name_of[n]: (int(ms) / 1000, before, after) for n, ms in said.items()}
+
+    bumped_and_back(rabbit, read_clocks)

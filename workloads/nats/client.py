@@ -1,0 +1,368 @@
+"""The JetStream workload: nats-py clients on one replicated stream.
+
+A stream is an append-only log with sequence numbers, so a message's
+stream sequence is its offset (the offset checks see the stream as
+partition 0); its consumers here are a work queue: one durable pull
+consumer shared by every consumer process, explicit acks.
+
+- `send`: the op's messages, published at once, each answered by the
+  stream's leader once a majority of the replicas stored it (the publish
+  ack names its stream sequence). With `--dedupe-window` (the default, 2m)
+  each carries its id as `Nats-Msg-Id`; the stream drops an id it already
+  stored within the window, answering with the first copy's sequence. What
+  was not acknowledged before the op's deadline is published again, on a
+  new connection, as an application would after a lost ack (and as a
+  producer restarted after a crash with a publish in flight does): with
+  the header the stream keeps one copy, without it a second. All
+  acknowledged -> ok; no connection before anything was published -> fail;
+  anything else -> info.
+- `receive`: a fetch of at most `receive_batch` messages from the durable
+  consumer (waiting `poll` s for the first), handed over with the server's
+  delivery count (`delivery_count`, 1 the first time) and no offset (the
+  consumers share the stream); acknowledged once the completion is on disk (`after_recorded`),
+  with the double ack (`ack_sync`: the server confirms it). A message not
+  acknowledged within AckWait is delivered again, up to MaxDeliver times.
+- `drain`: final phase; opening it asks the stream's last sequence, then an
+  ephemeral consumer of the client's own reads the stream from its first
+  sequence, in chunks, up to that one, each message at its sequence (the
+  offset checks judge the stream's order, duplicates and lost writes on
+  the publishes' acks and this read); an empty drain once it got there.
+
+nats-py is asyncio: each client runs its own event loop on a thread
+(workloads/event_loop.py), every call bounded by the op deadline; its own
+reconnection is off: a broken connection is dropped and made anew by the
+next op, so every retry is one this module chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from harness.options import AT_LEAST_ONE, Range, check_values, option
+
+from ..client import Op, complete, describe, dispatch, process_delivery
+from ..event_loop import EventLoop
+from ..sinks import Sink
+from .db import duration_s
+
+log = logging.getLogger(__name__)
+
+PARTITION = 0  # a stream is one log: the offset checks see it as partition 0
+DRAIN_CHUNK = 1000
+CONSUMER = "queuecheck"  # the durable consumer every consumer process shares
+MSG_ID = "Nats-Msg-Id"
+
+
+def seconds(window: str) -> float:
+    """A duration like 2m, 30s or 1h in seconds; ValueError naming it."""
+    got = duration_s(window)
+    if got is None:
+        raise ValueError(f"--dedupe-window: {window!r} is not a duration (30s, 2m, 1h) or off")
+    return got
+
+
+@dataclass
+class NatsQueueOptions:
+    stream: str = "qc-jobs"  # its only subject has the same name
+    replicas: int = option(3, "the stream's replicas (its Raft group's size)", range=Range(1, 5))
+    dedupe_window: str = option(
+        "2m",
+        "JetStream's duplicate window: publishers put each message's id in Nats-Msg-Id and the "
+        "stream drops an id it stored within the window; off: plain publishes",
+    )
+    ack_wait: float = option(
+        5.0, "AckWait: seconds before an unacknowledged delivery is sent again", range=Range(0.5)
+    )
+    max_deliver: int = option(
+        0, "MaxDeliver: deliveries of a message at most (0: no limit)", range=Range(0)
+    )
+    receive_batch: int = option(16, "messages one receive hands over at most", range=AT_LEAST_ONE)
+    poll: float = 0.2  # seconds a receive waits for the first message
+
+    def __post_init__(self) -> None:
+        check_values(self)
+        if self.dedupe_window != "off":
+            seconds(self.dedupe_window)
+
+    @property
+    def msg_ids(self) -> bool:
+        return self.dedupe_window != "off"
+
+
+class ConnectFailed(RuntimeError):
+    """The connection could not be opened: nothing reached the server."""
+
+
+class NatsQueueClient:
+    """One logical process: a publisher, a consumer of the durable, or the drain."""
+
+    def __init__(
+        self,
+        node: str,
+        url: str,
+        opts: NatsQueueOptions,
+        deadline: float = 10.0,
+        sink: Sink | None = None,
+    ):
+        """`url`: the node's server only (a client cut off with its node stays cut off)."""
+        self.node = node
+        self.url = url
+        self.opts = opts
+        self.deadline = deadline
+        self.sink = sink
+        self._loop: EventLoop | None = None
+        self._nc: Any = None
+        self._js: Any = None
+        self._sub: Any = None  # the durable pull subscription
+        self._held: list[Any] = []  # the last receive's messages, until acked
+        # drain state
+        self._drain_sub: Any = None
+        self._drain_last = 0  # the stream's last sequence when the drain began
+        self._drain_at = 0  # the last sequence the drain handed over
+
+    # -- plumbing ---------------------------------------------------------
+    def _run(self, coro, timeout: float | None = None) -> Any:
+        if self._loop is None:
+            self._loop = EventLoop(f"nats-{self.node}")
+        return self._loop.run(coro, self.deadline if timeout is None else timeout)
+
+    async def _connect(self) -> None:
+        async def quietly(e: Exception) -> None:  # a fault or an abort: the run's log
+            log.debug("%s: %s", self.node, describe(e))
+
+        nc = await nats.connect(
+            self.url,
+            error_cb=quietly,
+            allow_reconnect=False,
+            connect_timeout=2,
+            max_reconnect_attempts=0,
+            ping_interval=2,
+            max_outstanding_pings=2,
+        )
+        self._nc, self._js = nc, nc.jetstream(timeout=self.deadline)
+
+    def _connected(self) -> Any:
+        if self._nc is None or not self._nc.is_connected:
+            self._drop()
+            self._run(self._connect())
+        return self._js
+
+    def open(self) -> None:
+        """Connects; raises ConnectFailed."""
+        try:
+            self._connected()
+        except Exception as e:  # noqa: BLE001 - nothing reached the server
+            self.abort()
+            raise ConnectFailed(f"{self.node}: cannot connect: {describe(e)}") from None
+
+    def admin(self, call) -> Any:
+        """`call(js)`, a coroutine of the JetStream context, on this client's
+        connection, within the deadline (set-up and probes)."""
+        return self._run(call(self._connected()))
+
+    def _drop(self) -> None:
+        """Forgets the connection (closed on the loop, not waited for)."""
+        nc, self._nc, self._js, self._sub, self._drain_sub = self._nc, None, None, None, None
+        self._held = []
+        if nc is not None and self._loop is not None:
+            self._loop.close_later(nc)
+
+    # -- operations -------------------------------------------------------
+    def invoke(self, op: Op) -> Op:
+        return dispatch(self, op, "nats client")
+
+    def _send(self, op: Op) -> Op:
+        value = op["value"]
+        msgs = value["msgs"]
+        end = time.monotonic() + self.deadline * 0.9
+        acked: dict[int, int] = {}  # id -> stream sequence
+        tries, why = 0, ""
+        while time.monotonic() < end:
+            try:
+                js = self._connected()
+            except Exception as e:  # noqa: BLE001 - no connection: nothing published this try
+                self._drop()
+                if tries == 0:
+                    return complete(op, "fail", value, f"cannot connect: {describe(e)}")
+                why = describe(e)
+                time.sleep(0.2)
+                continue
+            tries += 1
+            left = end - time.monotonic()
+            todo = [m for m in msgs if m["id"] not in acked]
+            try:
+                acked.update(self._run(self._publish(js, todo, left), timeout=left + 0.5))
+            except PartlyAcked as e:  # the rest again, on a new connection
+                acked.update(e.acked)
+                why = str(e)
+                self._drop()
+                continue
+            except Exception as e:  # noqa: BLE001 - none known acknowledged: all again
+                why = describe(e)
+                self._drop()
+                continue
+            ok = [{**m, "partition": PARTITION, "offset": acked[m["id"]]} for m in msgs]
+            return complete(op, "ok", {**value, "msgs": ok})
+        return complete(op, "info", value, f"not every message acknowledged ({tries} tries): {why}")
+
+    async def _publish(self, js: Any, msgs: list[dict], timeout: float) -> dict[int, int]:
+        """Publishes `msgs` at once; the sequence of each acknowledged. Raises
+        the first error once every publish has ended, with what was acknowledged
+        kept in the error's `acked` (a retry publishes only the rest)."""
+        subject = self.opts.stream
+
+        async def one(m: dict) -> tuple[int, int]:
+            headers = {MSG_ID: str(m["id"])} if self.opts.msg_ids else None
+            ack = await js.publish(
+                subject, str(m["id"]).encode(), timeout=timeout, stream=subject, headers=headers
+            )
+            return m["id"], ack.seq
+
+        results = await asyncio.gather(*(one(m) for m in msgs), return_exceptions=True)
+        acked = dict(r for r in results if isinstance(r, tuple))
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise PartlyAcked(acked, errors[0])
+        return acked
+
+    # -- receive ----------------------------------------------------------
+    async def _subscribe(self, js: Any) -> Any:
+        return await js.pull_subscribe_bind(CONSUMER, self.opts.stream)
+
+    def _msgs(self, got: list[Any]) -> list[dict]:
+        """A receive's messages: the consumer's deliveries, each with its
+        delivery count; no offsets (the consumers share the stream: each
+        process's reads skip what the others took, and a redelivery comes
+        after later messages, so offset order says nothing of the stream)."""
+        return [
+            {
+                "id": int(m.data),
+                "queue": self.opts.stream,
+                "delivery_count": m.metadata.num_delivered,
+            }
+            for m in got
+        ]
+
+    def _stored(self, got: list[Any]) -> list[dict]:
+        """A drain's messages: the stream's own, in sequence order, at their sequence."""
+        return [
+            {
+                "id": int(m.data),
+                "queue": self.opts.stream,
+                "partition": PARTITION,
+                "offset": m.metadata.sequence.stream,
+            }
+            for m in got
+        ]
+
+    def _receive(self, op: Op) -> Op:
+        try:
+            js = self._connected()
+            if self._sub is None:
+                self._sub = self._run(self._subscribe(js))
+        except Exception as e:  # noqa: BLE001 - not subscribed: nothing read
+            self._drop()
+            return complete(op, "fail", None, f"cannot subscribe: {describe(e)}")
+        try:
+            got = self._run(self._fetch(self._sub, self.opts.receive_batch, self.opts.poll))
+        except Exception as e:  # noqa: BLE001 - what the fetch had is delivered again after AckWait
+            self._drop()
+            return complete(op, "info", None, f"fetch: {describe(e)}")
+        self._held = got
+        return complete(op, "ok", {"msgs": self._msgs(got)})
+
+    @staticmethod
+    async def _fetch(sub: Any, batch: int, wait: float) -> list[Any]:
+        try:
+            return await sub.fetch(batch, timeout=wait)
+        except nats.errors.TimeoutError:
+            return []  # nothing came within the wait
+
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+        """The effect, then the double ack of each message the receive handed over."""
+        held, self._held = self._held, []
+        if completion["f"] != "receive" or completion["type"] != "ok":
+            return
+        process_delivery(completion, crash_point, self.sink, lambda: self._ack(held), self.abort)
+
+    def _ack(self, held: list[Any]) -> None:
+        async def ack_all() -> None:
+            await asyncio.gather(*(m.ack_sync(timeout=self.deadline) for m in held))
+
+        try:
+            self._run(ack_all())
+        except Exception as e:  # noqa: BLE001 - unacked: delivered again after AckWait
+            log.info("%s: acking %d messages failed: %s", self.node, len(held), describe(e))
+            self._drop()
+
+    # -- drain ------------------------------------------------------------
+    async def _drain_open(self, js: Any) -> None:
+        info = await js.stream_info(self.opts.stream)
+        self._drain_last = info.state.last_seq
+        self._drain_at = 0
+        config = ConsumerConfig(
+            ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.ALL,
+            inactive_threshold=self.deadline * 6,
+            mem_storage=True,
+        )
+        self._drain_sub = await js.pull_subscribe(
+            self.opts.stream, stream=self.opts.stream, config=config
+        )
+
+    def _drain(self, op: Op) -> Op:
+        end = time.monotonic() + self.deadline * 2
+        while self._drain_sub is None:
+            # Asked as the cluster comes back, the stream may not have its
+            # leader yet (503 no responders, a timeout): asked again
+            try:
+                self._run(self._drain_open(self._connected()))
+            except Exception as e:  # noqa: BLE001 - not yet: again, until the deadline
+                self._drop()
+                if time.monotonic() > end:
+                    return complete(op, "info", None, f"the stream did not answer: {describe(e)}")
+                time.sleep(0.5)
+        msgs: list[dict] = []
+        end = time.monotonic() + self.deadline * 2
+        while self._drain_at < self._drain_last and len(msgs) < DRAIN_CHUNK:
+            if time.monotonic() > end:
+                if msgs:
+                    break
+                return complete(op, "info", None, "no progress toward the stream's last sequence")
+            want = min(DRAIN_CHUNK - len(msgs), self._drain_last - self._drain_at)
+            got = self._run(self._fetch(self._drain_sub, want, 1.0))
+            for m in got:
+                self._drain_at = max(self._drain_at, m.metadata.sequence.stream)
+            msgs.extend(self._stored(got))
+        return complete(op, "ok", {"msgs": msgs})
+
+    # -- ends -------------------------------------------------------------
+    def abort(self) -> EventLoop | None:
+        """Drops the connection at once, unacked (its loop closes it, a second at most)."""
+        loop, self._loop = self._loop, None
+        nc, self._nc, self._js, self._sub, self._drain_sub = self._nc, None, None, None, None
+        self._held = []
+        if loop is not None:
+            loop.stop([nc] if nc is not None else [])
+        return loop
+
+    def close(self) -> None:
+        """As abort, but waits (3 s at most) for the loop to end."""
+        loop = self.abort()
+        if loop is not None:
+            loop.join(3.0)
+
+
+class PartlyAcked(Exception):
+    """Some of a send's publishes were not acknowledged."""
+
+    def __init__(self, acked: dict[int, int], first: BaseException):
+        super().__init__(describe(first))
+        self.acked = acked

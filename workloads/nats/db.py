@@ -1,0 +1,367 @@
+"""NATS JetStream on the nodes: one nats-server per node, clustered by
+routes, JetStream on, driven over SSH.
+
+Every node gets its own tree under `base` (config, JetStream's store,
+log) and a pidfile written as the server is started; it is killed, paused
+and resumed through that pid only. Readiness is the node's log saying
+`Server is ready` since its start, then every node's monitoring endpoint
+answering `/healthz` (JetStream up, a meta leader known, the node's streams
+current), never a sleep. The binary is built once from its Go module
+(dist.py) and pushed to the nodes by checksum, or Debian's package.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.nodes.remote import Remote, RemoteError, on_all
+from harness.options import DEFAULT_STATE, check_values, option
+
+from ..capabilities import BrokerState, Leaders, PowerLoss
+from ..db import DBError, PidfileProcess, copy_dirs
+from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
+from ..lazyfs.mount import LazyMount, lose
+from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats
+
+PORT = 4222  # clients
+CLUSTER_PORT = 6222  # routes between servers (JetStream's Raft traffic rides on them)
+MONITOR_PORT = 8222  # http: /healthz, /jsz
+DEBIAN_SERVER = "/usr/sbin/nats-server"
+CLUSTER_NAME = "queuecheck"
+READY = "Server is ready"
+SYNC_DEFAULT = "2m"  # nats-server's own default sync_interval
+
+
+@dataclass
+class NatsOptions:
+    version: str = option(
+        DEFAULT_VERSION,
+        "the nats-server to run: a release (x.y.z, built once from its Go module with "
+        "`go install`), or debian (Debian's package, 2.9.10 on Debian 12)",
+        flag="--nats-version",
+    )
+    sync: str = option(
+        SYNC_DEFAULT,
+        "JetStream's sync_interval: how often a server fsyncs its stream files; `always` "
+        "fsyncs every message before it is acknowledged; the default (2m) leaves "
+        "acknowledged messages unsynced for up to two minutes",
+        flag="--nats-sync",
+    )
+    lazyfs: bool = option(
+        False, "server data on lazyfs, which loses every write not fsynced at a power-loss fault"
+    )
+    base: str | None = None  # the nodes' data tree: the run's (RunContext.data_base)
+    state: Path = field(default_factory=lambda: DEFAULT_STATE)  # where built servers are kept
+    ready_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        check_values(self)
+        check_version(self.version)
+        if self.sync != "always" and not duration_s(self.sync):
+            raise ValueError(f"--nats-sync: {self.sync!r} is neither `always` nor a duration (2m)")
+
+
+def duration_s(text: str) -> float | None:
+    """A duration as NATS's config takes it (digits and s, m or h: 30s, 2m,
+    1h) in seconds; None when `text` is none or zero."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    if len(text) > 1 and text[:-1].isdigit() and text[-1] in units and int(text[:-1]) > 0:
+        return float(int(text[:-1]) * units[text[-1]])
+    return None
+
+
+class Nats(PidfileProcess, Leaders, BrokerState):
+    name = "nats"
+
+    def __init__(self, nodes: list[Remote], opts: NatsOptions | None = None):
+        self.nodes = nodes
+        self.opts = opts or NatsOptions()
+        self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
+        self._marks: dict[str, int] = {}  # READY lines in a node's log when last started
+        self.test_streams: list[str] = []  # whose leaders are the faults' primaries
+        self._bin: Path | None = None
+        self._manifest: str | None = None
+        self.lazy = LazyMount(self.opts.state, DIST_ROOT) if self.opts.lazyfs else None
+
+    # -- per-node facts ---------------------------------------------------
+    def dir(self, node: Remote) -> str:
+        return f"{self.opts.base}/{node.name}/nats"
+
+    def data(self, node: Remote) -> str:
+        return f"{self.dir(node)}/data"
+
+    def pidfile(self, node: Remote) -> str:
+        return f"{self.dir(node)}/nats.pid"
+
+    def config_file(self, node: Remote) -> str:
+        return f"{self.dir(node)}/etc/nats.conf"
+
+    def log_file(self, node: Remote) -> str:
+        return f"{self.dir(node)}/log/nats.log"
+
+    def identity(self, node: Remote) -> str:
+        return f"-c {self.config_file(node)}"
+
+    def url(self, node: Remote) -> str:
+        return f"nats://{node.spec.host}:{PORT}"
+
+    def built(self) -> Path:
+        """This machine's directory of the version's binary (built once)."""
+        if self._bin is None:
+            self._bin = ensure_nats(self.opts.version, self.opts.state)
+        return self._bin
+
+    def server(self) -> str:
+        """The nats-server binary on the nodes."""
+        if self.opts.version == DEBIAN:
+            return DEBIAN_SERVER
+        return f"{self._node_bin()}/{BINARY}"
+
+    def _listing(self) -> str:
+        """The binary's manifest: hashed once (every start names its directory)."""
+        if self._manifest is None:
+            self._manifest = manifest(self.built(), BINARY)
+        return self._manifest
+
+    def _node_bin(self) -> str:
+        return f"{DIST_ROOT}/nats-{digest(self._listing())}/bin"
+
+    def config(self, node: Remote) -> str:
+        """The node's nats.conf: its name, its listeners on its own address,
+        routes to every other node, JetStream's store and sync interval."""
+        host = node.spec.host
+        routes = ", ".join(
+            json.dumps(f"nats://{n.spec.host}:{CLUSTER_PORT}") for n in self.nodes if n is not node
+        )
+        sync = (
+            f"  sync_interval: {json.dumps(self.opts.sync)}\n"
+            if self.opts.sync != SYNC_DEFAULT
+            else ""
+        )
+        return (
+            f"server_name: {json.dumps(node.name)}\n"
+            f"listen: {json.dumps(f'{host}:{PORT}')}\n"
+            f"http: {json.dumps(f'{host}:{MONITOR_PORT}')}\n"
+            f"log_file: {json.dumps(self.log_file(node))}\n"
+            "logtime: true\n"
+            "jetstream {\n"
+            f"  store_dir: {json.dumps(self.data(node))}\n"
+            f"{sync}"
+            "}\n"
+            "cluster {\n"
+            f"  name: {CLUSTER_NAME}\n"
+            f"  listen: {json.dumps(f'{host}:{CLUSTER_PORT}')}\n"
+            f"  routes: [{routes}]\n"
+            "}\n"
+        )
+
+    # -- lifecycle --------------------------------------------------------
+    def setup(self) -> None:
+        """Cleans, installs, configures and starts every node; returns when
+        every node answers healthy. The software goes on one node at a time
+        (nodes that share a file system share it); the servers start at once."""
+        try:
+            for node in self.nodes:
+                self.teardown(node)  # a server left by a killed run would hold the ports
+                self._install(node)
+            on_all(self.nodes, self._configure_and_start)
+        except RemoteError as e:  # already names the node and the command
+            raise DBError(f"NATS setup: {e}") from None
+        for node in self.nodes:
+            self.await_node(node)
+        self.await_cluster()
+
+    def _install(self, node: Remote) -> None:
+        if self.opts.version == DEBIAN:
+            got = ensure_package(
+                node,
+                f"test -x {DEBIAN_SERVER}",
+                ["nats-server"],
+                after="systemctl disable --now nats-server 2>/dev/null; true",
+            )
+        else:
+            got = push_dir(node, self.built(), self._node_bin(), self._listing(), BINARY)
+        self.installed[node.name] = {f"nats-server {self.opts.version}": got}
+        if self.lazy:
+            self.installed[node.name].update(self.lazy.install(node))
+
+    def _configure_and_start(self, node: Remote) -> None:
+        d = self.dir(node)
+        node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/data", timeout=30)
+        if self.lazy:
+            self.lazy.mount(node, self.data(node))
+        node.write(self.config_file(node), self.config(node))
+        self.start(node)
+
+    def checkpoint(self) -> None:
+        """On lazyfs: what every server wrote so far (its start, the test's
+        stream) goes to disk before the faults begin."""
+        if self.lazy:
+            for node in self.nodes:
+                self.lazy.checkpoint(node, self.data(node))
+
+    def start(self, node: Remote) -> None:
+        """Starts the server in the background; its pid lands in the pidfile."""
+        if self.pid(node):
+            return
+        d = self.dir(node)
+        self._marks[node.name] = self._ready_lines(node)
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in self.launch_env(node).items())
+        # `cmd &` alone, so $! is the server's own pid (setsid, nohup and env exec)
+        node.run(
+            f"cd {d} || exit 1; setsid nohup {'env ' + env if env else ''}"
+            f"{self.server()} {self.identity(node)} >> {d}/log/console.out 2>&1 < /dev/null & "
+            f"echo $! > {self.pidfile(node)}",
+            timeout=20,
+        )
+
+    def _ready_lines(self, node: Remote) -> int:
+        r = node.run(
+            f"grep -c {shlex.quote(READY)} {shlex.quote(self.log_file(node))}",
+            check=False,
+            timeout=10,
+        )
+        return int(r.out.strip()) if r.out.strip().isdigit() else 0
+
+    def _tail(self, node: Remote) -> str:
+        d = self.dir(node)
+        try:
+            r = node.run(f"tail -n 4 {self.log_file(node)} {d}/log/console.out", check=False)
+        except RemoteError as e:
+            return f"(unreachable: {e})"
+        return " | ".join(ln for ln in (r.out + r.err).splitlines() if ln.strip())[-1200:]
+
+    def await_node(self, node: Remote) -> None:
+        """Until the server, started since the last start(), logs that it is ready."""
+        deadline = time.monotonic() + self.opts.ready_timeout
+        mark = self._marks.get(node.name, 0)
+        while True:
+            alive = self.pid(node) is not None  # first: a killed server's old line is no answer
+            if alive and self._ready_lines(node) > mark:
+                return
+            if not alive or time.monotonic() > deadline:
+                why = "its process exited" if not alive else f"{self.opts.ready_timeout:.0f} s"
+                raise DBError(
+                    f"{node.name}: nats-server never logged {READY!r} ({why}); "
+                    f"log: {self._tail(node)}"
+                )
+            time.sleep(0.2)
+
+    def monitor(self, node: Remote, path: str, timeout: float = 5.0) -> tuple[int, Any]:
+        """GET of the node's monitoring endpoint: (HTTP status, parsed JSON);
+        (0, why) when it does not answer."""
+        url = f"http://{node.spec.host}:{MONITOR_PORT}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            try:
+                return e.code, json.loads(e.read() or b"null")
+            except ValueError:
+                return e.code, None
+        except (OSError, ValueError) as e:
+            return 0, str(e)
+
+    def healthy(self, node: Remote) -> str | None:
+        """None when the node's /healthz says ok (JetStream current), else what it says."""
+        status, body = self.monitor(node, "/healthz")
+        if status == 200:
+            return None
+        if isinstance(body, dict):
+            return str(body.get("error") or body.get("status") or body)[:200]
+        return f"no answer ({body})" if status == 0 else f"HTTP {status}"
+
+    def await_cluster(self, timeout: float | None = None) -> None:
+        """Until every node's /healthz is ok; names those that never were."""
+        limit = timeout or self.opts.ready_timeout
+        deadline = time.monotonic() + limit
+        seen: dict[str, str | None] = {}
+        while time.monotonic() < deadline:
+            seen = {n.name: self.healthy(n) for n in self.nodes}
+            if not any(seen.values()):
+                return
+            time.sleep(0.5)
+        bad = {name: why for name, why in seen.items() if why}
+        logs = "; ".join(f"{n.name} log: {self._tail(n)}" for n in self.nodes if n.name in bad)
+        raise DBError(f"NATS cluster not healthy on every node within {limit:.0f} s: {bad}; {logs}")
+
+    def streams_on(self, node: Remote) -> list[dict[str, Any]]:
+        """The streams the node hosts as its `/jsz` reports them (name,
+        state, cluster: leader and replicas by server name); [] when it
+        does not answer."""
+        status, body = self.monitor(node, "/jsz?streams=true")
+        if status != 200 or not isinstance(body, dict):
+            return []
+        return [
+            s
+            for account in body.get("account_details") or []
+            for s in account.get("stream_detail") or []
+        ]
+
+    def stream_cluster(self, stream: str) -> dict[str, Any]:
+        """The stream's Raft group as the first node that hosts it says; {}
+        when none answers."""
+        for node in self.nodes:
+            for s in self.streams_on(node):
+                if s.get("name") == stream and (s.get("cluster") or {}).get("leader"):
+                    return s["cluster"]
+        return {}
+
+    def primaries(self) -> list[str]:
+        """The nodes leading the test's streams now, as the servers say."""
+        leaders = {self.stream_cluster(s).get("leader") for s in self.test_streams}
+        return [n.name for n in self.nodes if n.name in leaders]
+
+    def read_state(self, into: Path) -> dict[str, Any]:
+        """Every node's copy of the test's streams, read from its own message
+        blocks, and the streams' Raft groups (state.py)."""
+        from .state import read_state
+
+        return read_state(self, self.test_streams, into)
+
+    def node_versions(self) -> dict[str, str]:
+        return {n.name: self.opts.version for n in self.nodes}
+
+    def collect_logs(self, node: Remote, into: Path) -> None:
+        """Copies the node's log and config into the store; never raises."""
+        copy_dirs(node, [f"{self.dir(node)}/log", f"{self.dir(node)}/etc"], into)
+
+    def teardown(self, node: Remote) -> None:
+        """Kills the server (resuming it first if paused) and removes its tree; never raises."""
+        try:
+            self.resume(node)
+            self.kill(node)
+            lose(node, self.data(node))  # a lazyfs mount goes before its tree
+            node.run(f"rm -rf {shlex.quote(self.dir(node))}", check=False, timeout=30)
+        except RemoteError:
+            pass
+
+
+class LazyfsNats(Nats, PowerLoss):
+    """NATS with its JetStream store on lazyfs (--lazyfs): its nodes can lose power."""
+
+    def power_off(self, node: Remote) -> bool:
+        """The node loses power: the server dies at once and every write it
+        had not fsynced is gone."""
+        killed = self.kill(node)
+        lost = lose(node, self.data(node))
+        return killed or lost
+
+    def power_on(self, node: Remote) -> None:
+        """Power back: the store mounted again from what was synced, the
+        server started; a no-op for a node that has power."""
+        if self.lazy and not self.lazy.mounted(node, self.data(node)):
+            self.lazy.mount(node, self.data(node))
+        self.start(node)
+
+
+def nats_class(opts: NatsOptions) -> type[Nats]:
+    """The lifecycle class of servers the tool runs with these options."""
+    return LazyfsNats if opts.lazyfs else Nats

@@ -1,0 +1,92 @@
+"""The NATS server: built once from its Go module at a pinned version, or
+Debian's package.
+
+`ensure_nats(version)` returns a directory holding one `nats-server` binary
+(the Go module `github.com/nats-io/nats-server/v2` at `v<version>`, built
+with `go install` into `<state>/nats/<version>/bin/`, statically linked:
+CGO off, so the nodes need no Go and no C library of a given version); a
+stamp file marks a complete build, so a second call builds nothing.
+`debian` is Debian's `nats-server` package, installed on each node by
+apt-get (2.9.10 on Debian 12: older than the 2.10.23 fix of streams
+forgotten after kill -9, nats-server#6888).
+
+    python -m workloads.nats.dist [VERSION]    # builds, prints the bin dir
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.options import DEFAULT_STATE
+
+from ..db import DBError
+
+DEFAULT_VERSION = "2.15.2"
+DEBIAN = "debian"
+MODULE = "github.com/nats-io/nats-server/v2"
+BINARY = "nats-server"
+STAMP = ".queuecheck-complete"
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+class NatsDistError(DBError):
+    """The server could not be built; one line saying why."""
+
+
+def check_version(version: str) -> None:
+    """ValueError naming a version that is neither `debian` nor x.y.z."""
+    if version != DEBIAN and not VERSION_RE.match(version):
+        raise ValueError(f"--nats-version: {version!r} is not x.y.z (a nats-server tag) or debian")
+
+
+def ensure_nats(version: str = DEFAULT_VERSION, state: Path = DEFAULT_STATE) -> Path:
+    """The directory holding `version`'s nats-server binary, built if missing."""
+    check_version(version)
+    if version == DEBIAN:
+        raise ValueError("ensure_nats: Debian's nats-server is installed on the nodes, not built")
+    bin_dir = Path(state).resolve() / "nats" / version / "bin"
+    if (bin_dir / STAMP).exists():
+        return bin_dir
+    go = shutil.which("go")
+    if go is None:
+        raise NatsDistError(f"go not found: building nats-server {version} needs the Go toolchain")
+    partial = bin_dir.with_name("bin.partial")  # a killed build never looks complete
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    env = {**os.environ, "GOBIN": str(partial), "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    try:
+        p = subprocess.run(
+            [go, "install", f"{MODULE}@v{version}"],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        raise NatsDistError(f"building nats-server {version} took over 30 min") from None
+    if p.returncode != 0 or not (partial / BINARY).exists():
+        shutil.rmtree(partial, ignore_errors=True)
+        lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()] or [""]
+        raise NatsDistError(f"go install of nats-server {version} failed: {lines[-1][:400]}")
+    built = subprocess.run(
+        [str(partial / BINARY), "--version"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
+    if f"v{version}" not in built:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise NatsDistError(f"the nats-server built for {version} says {built!r}")
+    (partial / STAMP).write_text(f"{built}\n")
+    shutil.rmtree(bin_dir, ignore_errors=True)
+    partial.rename(bin_dir)
+    return bin_dir
+
+
+if __name__ == "__main__":
+    try:
+        print(ensure_nats(*(sys.argv[1:2] or [DEFAULT_VERSION])))
+    except (DBError, ValueError) as e:
+        sys.exit(f"error: {e}")

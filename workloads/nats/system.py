@@ -1,0 +1,132 @@
+"""NATS JetStream as a System: nats-server on every node (db.py), nats-py
+publishers and consumers on one replicated stream (client.py), its claims
+(claims.py)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
+
+from harness.nodes.remote import Remote
+from harness.options import OptionError
+
+from ..client import Client, answer_within
+from ..sinks import Sink
+from ..system import RunContext, System
+from . import claims
+from .client import CONSUMER, NatsQueueClient, NatsQueueOptions, seconds
+from .db import Nats, NatsOptions, nats_class
+from .presets import PRESETS
+
+if TYPE_CHECKING:
+    from harness.nodes.existing import Existing
+
+
+class NatsSystem(System):
+    name = "nats"
+    option_classes = (NatsOptions, NatsQueueOptions)
+    claim_rows = claims.CLAIMS
+    presets = PRESETS
+
+    send_batch = 10  # published at once, each acknowledged with its sequence
+    drain_all_nodes = False  # one reader reads the whole stream
+
+    @classmethod
+    def settings(
+        cls,
+        given: dict[str, Any],
+        sink: str | None = None,
+        existing: Existing | None = None,
+        nodes: int | None = None,
+    ) -> tuple[NatsOptions, NatsQueueOptions]:
+        if existing:
+            raise OptionError("--system nats: not on an existing cluster yet")
+        db, q = super().settings(given, sink, existing, nodes)
+        if nodes is not None and q.replicas > nodes:
+            raise OptionError(f"--replicas: {q.replicas} is more than the {nodes} nodes")
+        return db, q
+
+    @classmethod
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
+        return nats_class(settings[0])
+
+    def __init__(self, ctx: RunContext, settings: tuple[NatsOptions, NatsQueueOptions]):
+        super().__init__(ctx, settings)
+        db_opts, self.options = settings
+        if db_opts.base is None:
+            db_opts = replace(db_opts, base=ctx.data_base)
+        self.db = nats_class(db_opts)(ctx.nodes, db_opts)
+        self.queue = self.options.stream
+
+    @classmethod
+    def leftover_db(cls, nodes: list[Remote], data_base: str) -> Nats:
+        return Nats(nodes, NatsOptions(base=data_base))
+
+    def config(self) -> dict[str, Any]:
+        q = self.options
+        return {
+            **self.sink_config(),
+            "stream": q.stream,
+            "replicas": q.replicas,
+            "sync": self.db.opts.sync,
+            "dedupe_window": q.dedupe_window,
+            "ack": "explicit",
+            "ack_wait": q.ack_wait,
+            "max_deliver": q.max_deliver,
+            "nats_version": self.db.opts.version,
+        }
+
+    def record(self) -> dict[str, Any]:
+        return {**self.config(), "db": asdict(self.db.opts) | {"state": str(self.db.opts.state)}}
+
+    def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
+        return NatsQueueClient(
+            node.name, self.db.url(node), self.options, self.ctx.op_timeout, sink=sink
+        )
+
+    def _admin(self, node: Remote, call) -> Any:
+        """`call(js)` on a connection of its own to `node`, within the op timeout."""
+        client = NatsQueueClient(node.name, self.db.url(node), self.options, self.ctx.op_timeout)
+        try:
+            return client.admin(call)
+        finally:
+            client.close()
+
+    def prepare(self) -> None:
+        """The stream (file storage, its replicas, the dedupe window) and the
+        durable consumer every consumer process shares."""
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
+
+        q = self.options
+        self.db.test_streams = [q.stream]
+
+        async def make(js) -> None:
+            await js.add_stream(
+                name=q.stream,
+                subjects=[q.stream],
+                num_replicas=q.replicas,
+                storage=StorageType.FILE,
+                duplicate_window=seconds(q.dedupe_window) if q.msg_ids else 0,
+            )
+            await js.add_consumer(
+                q.stream,
+                ConsumerConfig(
+                    durable_name=CONSUMER,
+                    ack_policy=AckPolicy.EXPLICIT,
+                    deliver_policy=DeliverPolicy.ALL,
+                    ack_wait=q.ack_wait,
+                    max_deliver=q.max_deliver or -1,
+                    max_ack_pending=-1,
+                ),
+            )
+
+        self._admin(self.ctx.nodes[0], make)
+        self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
+
+    def queue_answers(self, node: Remote) -> str | None:
+        """The stream's info, asked on `node`: its leader must answer."""
+
+        def probe() -> None:
+            self._admin(node, lambda js: js.stream_info(self.options.stream))
+
+        return answer_within(probe, self.ctx.op_timeout)
