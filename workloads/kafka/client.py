@@ -165,7 +165,7 @@ class KafkaQueueOptions:
         0.0,
         "--txn: the share of transactions the producer aborts itself once their sends "
         "are acknowledged (each then ends fail: its records are in the log, never to be "
-        "read committed)",
+        "read committed); spaced evenly, each producer's first such transaction among them",
         range=Range(0, 1),
     )
     read_committed: bool = False  # consumers' isolation level (set from the option)

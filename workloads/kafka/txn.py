@@ -21,9 +21,10 @@ Receives and drains are the queue client's, reading committed data only
 from __future__ import annotations
 
 import itertools
-import random
+import math
 import time
 import uuid
+from fractions import Fraction
 from typing import Any
 
 from kafka import KafkaProducer
@@ -68,13 +69,22 @@ def transactional_config(
     return cfg
 
 
+def chosen_to_abort(k: int, share: float) -> bool:
+    """Whether --txn-abort aborts a producer's k-th (from 0) transaction whose
+    sends were all acknowledged: its share spaced evenly rather than drawn, the
+    first among them, so even a short run under faults aborts some (a draw may
+    abort none): k is chosen when ceil((k+1)*share) passes ceil(k*share)."""
+    exact = Fraction(share).limit_denominator(10**6)
+    return math.ceil((k + 1) * exact) > math.ceil(k * exact)
+
+
 class KafkaTxnClient(KafkaQueueClient):
     _txn_ids = itertools.count()
 
     def __init__(self, node: str, bootstrap: str, opts: KafkaQueueOptions, **kw):
         super().__init__(node, bootstrap, opts, pool=None, **kw)
         self.transactional_id = f"queuecheck-{RUN_TOKEN}-{next(self._txn_ids)}"
-        self._rng = random.Random()  # which transactions --txn-abort aborts
+        self._eligible = 0  # transactions whose sends were all acknowledged
         self._txp: KafkaProducer | None = None
 
     def invoke(self, op: Op) -> Op:
@@ -82,6 +92,10 @@ class KafkaTxnClient(KafkaQueueClient):
             self.process = op["process"]
             return self._txn(op)
         return super().invoke(op)
+
+    def _abort_chosen(self) -> bool:
+        k, self._eligible = self._eligible, self._eligible + 1
+        return chosen_to_abort(k, self.opts.txn_abort)
 
     def transaction_timeout_ms(self) -> int:
         # Short, so a transaction a retired process left open is aborted by the
@@ -182,7 +196,7 @@ class KafkaTxnClient(KafkaQueueClient):
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors and not why:
             why = f"send: {describe(errors[0])}"
-        if not why and self._rng.random() < self.opts.txn_abort:
+        if not why and self.opts.txn_abort and self._abort_chosen():
             why = "the workload aborts it (--txn-abort), its sends acknowledged"
         if not why:
             committing = True

@@ -1,5 +1,6 @@
 """What a Kafka configuration claims (workloads/kafka/claims.py), how its options
-are checked, and which producer errors count as a definite `fail`."""
+are checked, which producer errors count as a definite `fail`, and which
+transactions `--txn-abort` aborts."""
 
 import kafka.errors as Errors
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from harness.run.generator import QueueOps
 from workloads.kafka.client import KafkaQueueOptions, rejected
 from workloads.kafka.system import KafkaSystem
+from workloads.kafka.txn import chosen_to_abort
 from workloads.rabbitmq.system import RabbitMQSystem
 
 
@@ -196,3 +198,16 @@ def test_cluster_ids_never_start_with_a_dash_and_are_kafka_uuids():
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize(
+    "share, chosen",
+    [
+        (0.1, [0, 10, 20, 30]),
+        (0.25, [0, 4, 8, 12, 16, 20, 24, 28, 32, 36]),
+        (0.0, []),
+        (1.0, list(range(40))),
+    ],
+)
+def test_txn_abort_aborts_its_share_evenly_the_first_among_them(share, chosen):
+    assert [k for k in range(40) if chosen_to_abort(k, share)] == chosen
