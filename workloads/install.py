@@ -7,6 +7,7 @@ Each step says what it did, for test.json."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 from pathlib import Path
 
@@ -74,11 +75,16 @@ def digest(text: str) -> str:
 def push_dir(node: Remote, local: Path, remote: str, listing: str, pattern: str = "*.jar") -> str:
     """Makes `remote` on the node hold exactly `local`'s files (`listing` is
     their manifest): nothing is sent when its manifest already matches;
-    otherwise every file goes to `remote`.partial over SFTP, is checked with
+    and every file executable here is executable there; otherwise every file
+    goes to `remote`.partial over SFTP with its mode, is checked with
     sha256sum there, and the directory is renamed into place."""
     q = shlex.quote
+    files = sorted(local.glob(pattern))
+    # the manifest has no modes: an executable must be one there too
+    runnable = "".join(f" && test -x {q(f.name)}" for f in files if os.access(f, os.X_OK))
     have = node.run(
-        f"cd {q(remote)} 2>/dev/null && cat {COMPLETE} && sha256sum --quiet -c {COMPLETE} >&2",
+        f"cd {q(remote)} 2>/dev/null && cat {COMPLETE} && sha256sum --quiet -c {COMPLETE} >&2"
+        f"{runnable}",
         check=False,
         timeout=300,
     )
@@ -90,7 +96,6 @@ def push_dir(node: Remote, local: Path, remote: str, listing: str, pattern: str 
         as_root(node, f"rm -rf {q(partial)} && mkdir -p {q(partial)} && chown {mine} {q(partial)}"),
         timeout=60,
     )
-    files = sorted(local.glob(pattern))
     try:
         node.put_all(files, partial)
         node.write(f"{partial}/{COMPLETE}", listing)

@@ -215,12 +215,14 @@ class Remote:
         self.put_all([Path(local)], remote.rpartition("/")[0], [remote.rpartition("/")[2]])
 
     def put_all(self, files: list[Path], remote_dir: str, names: list[str] | None = None) -> None:
-        """Copies `files` into `remote_dir` over one SFTP session."""
+        """Copies `files` into `remote_dir` over one SFTP session, each with
+        its own permission bits (an executable stays one: SFTP creates 0644)."""
         names = names or [f.name for f in files]
         try:
             with self.client().open_sftp() as sftp:
                 for f, name in zip(files, names, strict=True):
                     sftp.put(str(f), f"{remote_dir}/{name}")
+                    sftp.chmod(f"{remote_dir}/{name}", f.stat().st_mode & 0o777)
         except (OSError, paramiko.SSHException) as e:
             raise RemoteError(f"{self.name}: cannot put files into {remote_dir}: {e}") from None
 

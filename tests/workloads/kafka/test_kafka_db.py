@@ -10,7 +10,7 @@ from kafka.admin import NewTopic
 
 from tests.clusters import db_on_own_cluster, wait_until
 from workloads.db import DBError
-from workloads.install import push_dir
+from workloads.install import manifest, push_dir
 from workloads.kafka.db import Kafka, KafkaOptions
 
 pytestmark = pytest.mark.integration
@@ -53,6 +53,26 @@ def test_jars_are_pushed_once_and_checked_by_checksum(kafka, tmp_path):
     n2.run(f"printf x >> {jar}")
     assert push_dir(n2, kafka.libs, target, kafka.listing).startswith("pushed ")
     assert n2.run(f"cd {target} && sha256sum --quiet -c .queuecheck-manifest").exit == 0
+
+
+def test_an_executable_arrives_executable_and_one_that_lost_its_mode_is_sent_again(kafka, tmp_path):
+    """SFTP creates files 0644: a pushed server binary (NATS's) must keep its
+    mode, and a copy whose checksums match but cannot run is no copy."""
+    n1 = kafka.nodes[0]
+    local = tmp_path / "bin"
+    local.mkdir()
+    (local / "server").write_text("#!/bin/sh\necho ran\n")
+    (local / "server").chmod(0o755)
+    (local / "notes").write_text("not a program\n")
+    listing = manifest(local, "*")
+    target = f"{tmp_path}/dist/bin"
+    assert push_dir(n1, local, target, listing, "*").startswith("pushed ")
+    assert n1.run(f"{target}/server").out.strip() == "ran"
+    assert n1.run(f"test -x {target}/notes", check=False).exit != 0  # modes kept, not all +x
+    assert push_dir(n1, local, target, listing, "*") == "present (checksums match)"
+    n1.run(f"chmod -x {target}/server")
+    assert push_dir(n1, local, target, listing, "*").startswith("pushed ")
+    assert n1.run(f"{target}/server").out.strip() == "ran"
 
 
 def test_three_brokers_serve_clients_on_every_node(kafka):
