@@ -32,6 +32,8 @@ class Settings:
         self._source = source
         # the system's typed settings (its DB's and its clients' options), when known
         self.system: tuple[Any, ...] = tuple(getattr(source, "system_settings", None) or ())
+        count = getattr(source, "node_count", None)
+        self.nodes: int | None = count() if callable(count) else None  # the run's node count
 
     def of(self, cls: type[T]) -> T:
         return settings_of(cls, self._source)

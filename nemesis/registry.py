@@ -15,6 +15,7 @@ from .clock import ClockNemesis
 from .fence import FenceNemesis
 from .file_corruption import FileCorruptionNemesis
 from .loss import LossNemesis
+from .membership import MembershipNemesis
 from .migrate import COLOURS as MIGRATE_COLOURS
 from .partition import PartitionNemesis
 from .power_loss import PowerLossNemesis
@@ -35,6 +36,7 @@ FAULTS: dict[str, type[Nemesis]] = {
         FenceNemesis,
         FileCorruptionNemesis,
         ClockNemesis,
+        MembershipNemesis,
     )
 }
 

@@ -119,6 +119,33 @@ class ReplicationPort(Protocol):
 
 
 @runtime_checkable
+class Membership(Protocol):
+    """Replicated groups (a stream's, a queue's) whose members change while
+    clients run (--nemesis membership): one taken out, and the group made
+    whole again, elsewhere or on it."""
+
+    @classmethod
+    def cannot_change_members(cls, settings: tuple[Any, ...], nodes: int | None) -> str | None:
+        """Why a run with these system settings on `nodes` nodes could not
+        change a member (None: it can)."""
+        ...
+
+    def members(self) -> list[str]:
+        """The nodes in the test's groups now; [] when none answers."""
+        ...
+
+    def remove_member(self, node: str) -> dict[str, Any]:
+        """Takes `node` out of the test's groups; returns what was asked, the
+        broker's answer and the members after (the op's value)."""
+        ...
+
+    def restore_members(self) -> dict[str, Any]:
+        """Makes the groups whole if the broker does not by itself; returns
+        the members as they stand."""
+        ...
+
+
+@runtime_checkable
 class RollingUpgrade(Protocol):
     """A cluster that rolls to a new version one node at a time
     (nemesis/upgrade.py drives these steps)."""

@@ -12,6 +12,7 @@ current), never a sleep. The binary is built once from its Go module
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import time
@@ -21,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nats
+
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import DEFAULT_STATE, check_values, option
 
-from ..capabilities import BrokerState, Leaders, PowerLoss
+from ..capabilities import BrokerState, Leaders, Membership, PowerLoss
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
@@ -77,7 +80,7 @@ def duration_s(text: str) -> float | None:
     return None
 
 
-class Nats(PidfileProcess, Leaders, BrokerState):
+class Nats(PidfileProcess, Leaders, BrokerState, Membership):
     name = "nats"
 
     def __init__(self, nodes: list[Remote], opts: NatsOptions | None = None):
@@ -318,6 +321,83 @@ class Nats(PidfileProcess, Leaders, BrokerState):
         """The nodes leading the test's streams now, as the servers say."""
         leaders = {self.stream_cluster(s).get("leader") for s in self.test_streams}
         return [n.name for n in self.nodes if n.name in leaders]
+
+    # -- membership (nemesis/membership.py) ---------------------------------
+    @classmethod
+    def cannot_change_members(cls, settings: tuple[Any, ...], nodes: int | None) -> str | None:
+        """The stream's replicas (its queue options, settings[1]) must leave a
+        node outside the group for the meta leader to move a member to."""
+        replicas = settings[1].replicas if len(settings) > 1 else None
+        if replicas is not None and nodes is not None and replicas >= nodes:
+            return (
+                f"the stream's {replicas} replicas span all {nodes} nodes: a member taken out "
+                "has nowhere to go (--replicas below --nodes)"
+            )
+        return None
+
+    def members(self) -> list[str]:
+        """The test streams' Raft groups: every node that says it hosts the
+        stream, and the peers each names (a member that is down too; a
+        leaderless one names itself). A node taken out drops its copy."""
+        names = {n.name for n in self.nodes}
+        group: set[str] = set()
+        for node in self.nodes:
+            for s in self.streams_on(node):
+                if s.get("name") in self.test_streams:
+                    group.add(node.name)
+                    peers = (s.get("cluster") or {}).get("replicas") or []
+                    group.update(r.get("name") for r in peers if r.get("name") in names)
+        return sorted(group)
+
+    def remove_member(self, node: str) -> dict[str, Any]:
+        """Asks the meta leader to take `node` out of each test stream's group
+        (and its consumers'): `$JS.API.STREAM.PEER.REMOVE`, which places the
+        replica on another server; then waits a little (20 s at most) for the
+        group to show it: the node gone, as many members as before."""
+        size = len(self.members())
+        answers = {
+            stream: self.jetstream_api(f"$JS.API.STREAM.PEER.REMOVE.{stream}", {"peer": node})
+            for stream in self.test_streams
+        }
+        done = all(a.get("success") for a in answers.values())
+        deadline = time.monotonic() + (20.0 if done else 0.0)
+        after = self.members()
+        while (node in after or len(after) < size) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            after = self.members()
+        errors = {
+            s: a.get("error") or a.get("why") for s, a in answers.items() if not a.get("success")
+        }
+        return {"removed": done, **({"errors": errors} if errors else {}), "after": after}
+
+    def restore_members(self) -> dict[str, Any]:
+        """The meta leader has placed each group on R servers by itself: nothing
+        to put back; the members as they stand."""
+        return {"members": self.members()}
+
+    def jetstream_api(
+        self, subject: str, body: dict[str, Any], timeout: float = 5.0
+    ) -> dict[str, Any]:
+        """One JetStream API request through the first server that takes a
+        connection: the server's JSON answer, or {"why": ...} when none came."""
+
+        async def ask() -> dict[str, Any]:
+            nc = await nats.connect(
+                servers=[self.url(n) for n in self.nodes],
+                connect_timeout=2,
+                allow_reconnect=False,
+                max_reconnect_attempts=0,
+            )
+            try:
+                msg = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
+                return json.loads(msg.data or b"{}")
+            finally:
+                await nc.close()
+
+        try:
+            return asyncio.run(ask())
+        except Exception as e:  # noqa: BLE001 - no answer under a fault is an answer
+            return {"why": f"{type(e).__name__}: {e}"[:300]}
 
     def read_state(self, into: Path) -> dict[str, Any]:
         """Every node's copy of the test's streams, read from its own message

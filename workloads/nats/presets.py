@@ -15,6 +15,16 @@ POWER_LOSS: dict[str, Any] = {
 }
 
 # producers crashing with a publish in flight, twice a second, and publishing it again
+# an R2 stream's members moved by the JetStream API while servers are killed,
+# each fault on its own rhythm (a move takes 8-10 s)
+MEMBERSHIP_KILLS: dict[str, Any] = {
+    "system": "nats",
+    "nemesis": ["membership", "kill"],
+    "nemesis_interval": 3,
+    "nemesis_overlap": True,
+    "fault_targets": ["primaries", "one"],
+}
+
 PRODUCER_CRASHES: dict[str, Any] = {
     "system": "nats",
     "nemesis": ["crash-client"],
@@ -45,6 +55,18 @@ FINDINGS = [
         {"at-least-once": True},
         "the control: each server fsyncs a message before it is acknowledged, so a "
         "whole-cluster power loss keeps every acknowledged publish",
+    ),
+    Finding(
+        Preset(
+            "nats-sync-always-membership-kills",
+            "NATS JetStream R2 stream on three servers, sync_interval always, a member taken "
+            "out (peer-remove) while servers are killed",
+            {**MEMBERSHIP_KILLS, "system_options": {"replicas": 2, "sync": "always"}},
+        ),
+        {"at-least-once": True},
+        "the control for membership changes: every write fsynced before its ack, members "
+        "changed only through JetStream's own API, which places a new replica that catches "
+        "up from the others",
     ),
     Finding(
         Preset(

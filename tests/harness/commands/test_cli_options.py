@@ -43,6 +43,14 @@ from harness.run.options import RunError, RunOptions
         ),
         (["test", "--cluster-file", "/nonexistent.json"], "cannot read"),
         (["test", "--sink", "kafka-txn"], "--sink kafka-txn: an output record committed"),
+        (
+            ["test", "--system", "kafka", "--nemesis", "membership"],
+            "--nemesis membership: kafka's brokers have no member changes here",
+        ),
+        (
+            ["test", "--system", "nats", "--nemesis", "membership"],
+            "--nemesis membership: the stream's 3 replicas span all 3 nodes",
+        ),
         (["test", "--acks", "1"], "--acks: an option of --system kafka, not rabbitmq"),
         (["test", "--system", "kafka", "--queue-type", "classic"], "--queue-type: an option of"),
         (["matrix", "--rows", "rabbitmq-auto-ack,mystery"], "--rows: unknown row 'mystery'"),

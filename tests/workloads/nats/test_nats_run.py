@@ -105,3 +105,43 @@ def test_a_stream_under_leader_faults_and_consumer_crashes_keeps_every_acked_mes
     db = Nats(nodes, NatsOptions(base=str(tmp_path / "nats")))
     assert [db.pid(n) for n in nodes] == [None, None, None]
     print(f"\nnats: {counts}")
+
+
+def test_a_stream_s_members_moved_one_at_a_time_keeps_every_acked_message(cluster, tmp_path):
+    """`--nemesis membership`: an R2 stream on three servers, a member (the
+    leader, or one at random) taken out while publishers and consumers run:
+    the meta leader places the stream and its consumer on the third server,
+    which catches up; every write fsynced (`--nats-sync always`). Each move
+    is seen in the servers' own reports (the member gone, two again), and
+    every acknowledged publish is still read, once."""
+    opts = RunOptions(
+        system="nats",
+        state=str(cluster.state.parent),
+        store=str(tmp_path / "store"),
+        driver_memory="1g",
+        **CLUSTER,
+        system_options={"base": str(tmp_path / "nats"), "replicas": 2, "sync": "always"},
+        time_limit=35,  # a move takes 8-10 s: two or three fit
+        concurrency=4,
+        producers=2,
+        nemesis=["membership"],
+        nemesis_interval=2,
+        fault_targets=["primaries", "one"],
+        seed=5,
+    )
+    run_dir, doc = Run(opts).execute()
+    ops = list(read_history(run_dir / "history.jsonl"))
+    moves = [op["value"] for op in ops if op["f"] == "start-membership" and op["value"]]
+    assert len(moves) >= 2 and all(v["removed"] for v in moves), moves
+    for v in moves:  # a member of the group, out of it once the servers said so
+        assert v["member"] in v["before"] and len(v["before"]) == 2
+        assert v["member"] not in v["after"] and len(v["after"]) == 2
+    assert any(v["target"] == "primaries" and "fallback" not in v for v in moves)
+    stops = [op["value"] for op in ops if op["f"] == "stop-membership" and op["value"]]
+    assert stops and all(len(v["members"]) == 2 for v in stops)
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 500
+    assert counts["lost"] == 0 and counts["lost-write"] == 0 and counts["duplicate"] == 0
+    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
+    assert doc["history"]["final-read-complete"] is True
+    print(f"\nnats membership: {[(v['member'], v['before'], v['after']) for v in moves]}; {counts}")
