@@ -13,9 +13,12 @@ import pytest
 from harness.options import OptionError
 from nemesis.base import Settings
 from nemesis.membership import MembershipNemesis
+from workloads.kafka.db import Kafka
 from workloads.nats.client import NatsQueueOptions
 from workloads.nats.db import Nats, NatsOptions
+from workloads.rabbitmq.client import RabbitQueueOptions
 from workloads.rabbitmq.db import RabbitMQ
+from workloads.rabbitmq.existing import ExistingRabbitMQ
 
 
 class Group:
@@ -80,24 +83,27 @@ def test_a_group_nobody_names_is_left_alone_and_teardown_survives_a_broker_that_
     fault.teardown()  # never raises
 
 
-def settings(replicas: int, nodes: int) -> Settings:
+def settings(queue, nodes: int = 3, db_options=None) -> Settings:
     source = SimpleNamespace(
         fault_targets=["one"],
-        system_settings=(NatsOptions(), NatsQueueOptions(replicas=replicas)),
+        system_settings=(db_options, queue),
         node_count=lambda: nodes,
     )
     return Settings(source)
 
 
-def test_brokers_without_member_changes_and_a_stream_on_every_node_are_refused_by_name():
-    with pytest.raises(
-        OptionError, match="--nemesis membership: rabbitmq's brokers have no member"
-    ):
-        MembershipNemesis.refuse(RabbitMQ, settings(2, 3))
+def test_brokers_without_member_changes_and_groups_that_cannot_move_are_refused_by_name():
+    for db in (Kafka, ExistingRabbitMQ):
+        with pytest.raises(OptionError, match="--nemesis membership: .* have no member changes"):
+            MembershipNemesis.refuse(db, settings(None))
+    nats = NatsOptions()
     with pytest.raises(
         OptionError,
         match=r"the stream's 3 replicas span all 3 nodes: .* \(--replicas below --nodes\)",
     ):
-        MembershipNemesis.refuse(Nats, settings(3, 3))
-    MembershipNemesis.refuse(Nats, settings(2, 3))
-    MembershipNemesis.refuse(Nats, settings(3, 5))
+        MembershipNemesis.refuse(Nats, settings(NatsQueueOptions(replicas=3), 3, nats))
+    MembershipNemesis.refuse(Nats, settings(NatsQueueOptions(replicas=2), 3, nats))
+    MembershipNemesis.refuse(Nats, settings(NatsQueueOptions(replicas=3), 5, nats))
+    with pytest.raises(OptionError, match=r"a classic queue has no members to change"):
+        MembershipNemesis.refuse(RabbitMQ, settings(RabbitQueueOptions(queue_type="classic")))
+    MembershipNemesis.refuse(RabbitMQ, settings(RabbitQueueOptions(queue_type="quorum")))

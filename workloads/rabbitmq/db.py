@@ -30,6 +30,7 @@ from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import ensure_package
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from .leaders import QueueLeaders
+from .members import QuorumMembers
 
 SBIN = "/usr/lib/rabbitmq/bin"  # Debian's package
 SERVER = f"{SBIN}/rabbitmq-server"
@@ -75,7 +76,7 @@ def install_name(home: str | None) -> str:
     return home or "debian"
 
 
-class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFiles):
+class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, BrokerState, DataFiles):
     name = "rabbitmq"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
@@ -89,6 +90,7 @@ class RabbitMQ(PidfileProcess, QueueLeaders, RollingUpgrade, BrokerState, DataFi
         self.running: dict[str, str | None] = {n.name: self.opts.rabbitmq_home for n in nodes}
         # node -> the length of its log when `start` began a boot
         self.boot_offsets: dict[str, int] = {}
+        self.taken_out: set[str] = set()  # nodes a membership fault took out of the queues
 
     # -- per-node facts ---------------------------------------------------
     def node_versions(self) -> dict[str, str]:

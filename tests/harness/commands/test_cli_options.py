@@ -48,6 +48,10 @@ from harness.run.options import RunError, RunOptions
             "--nemesis membership: kafka's brokers have no member changes here",
         ),
         (
+            ["test", "--queue-type", "stream", "--nemesis", "membership"],
+            "--nemesis membership: a stream queue has no members to change (--queue-type quorum)",
+        ),
+        (
             ["test", "--system", "nats", "--nemesis", "membership"],
             "--nemesis membership: the stream's 3 replicas span all 3 nodes",
         ),

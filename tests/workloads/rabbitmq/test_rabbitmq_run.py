@@ -199,6 +199,39 @@ def test_one_node_s_quorum_wal_cut_short_loses_nothing(state, tmp_path):
         assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
 
 
+def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp_path):
+    """`--nemesis membership` on a quorum queue: its leader taken out with
+    `rabbitmq-queues delete_member` (another member elected) while clients
+    run, put back at the stop with `add_member` (a new replica that catches
+    up from the leader). Each change is seen in quorum_status; nothing
+    acknowledged is lost and the members agree at the end."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        time_limit=25,  # a change takes 5-12 s here: each rabbitmq-queues call is a VM
+        nemesis=["membership"],
+        nemesis_interval=2,
+        fault_targets=["primaries"],
+        seed=4,
+        system_options={"queue_type": "quorum", "confirms": True, "ack": "manual"},
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    starts = [op["value"] for op in ops if op["f"] == "start-membership" and op["value"]]
+    stops = [op["value"] for op in ops if op["f"] == "stop-membership" and op["value"]]
+    assert starts and len(stops) == len(starts), (starts, stops)
+    for v in starts:  # out of the queue, as quorum_status says
+        assert v["removed"] is True and v["before"] == ["n1", "n2", "n3"], v
+        assert v["member"] not in v["after"] and len(v["after"]) == 2, v
+    assert all(v["target"] == "primaries" and "fallback" not in v for v in starts)
+    for start, stop in zip(starts, stops, strict=True):  # and back in
+        assert stop["added"] == [start["member"]] and stop["members"] == ["n1", "n2", "n3"], stop
+    counts = doc["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 500
+    for p in ("at-least-once", "broker-agrees"):
+        assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    print(f"\nrabbitmq membership: {[(v['member'], v['target']) for v in starts]}; {counts}")
+
+
 def start_cli(state, tmp_path, *args):
     return start_test_cli(state, tmp_path, CLUSTER, *args)
 
