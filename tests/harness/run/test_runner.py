@@ -18,6 +18,11 @@ from harness.run.runner import Interrupted, Run
 from harness.rundir import RunDir
 from tests.noop import NoopCluster
 
+# Runs of a second or two whose faults must land inside the main phase: in
+# the niced worker, beside brokers on both cores, the first crash-client
+# came 1.5 s in, after a 1 s main phase (CI): full priority (conftest).
+pytestmark = pytest.mark.timing
+
 # The whole teardown of a run that reached its main phase, newest part first.
 FULL_TEARDOWN = [
     "stop clients",
