@@ -69,6 +69,12 @@ class NatsOptions:
         check_version(self.version)
         if self.sync != "always" and not duration_s(self.sync):
             raise ValueError(f"--nats-sync: {self.sync!r} is neither `always` nor a duration (2m)")
+        if self.version == DEBIAN and self.sync != SYNC_DEFAULT:
+            # 2.9 has no such setting: its config parser refuses the field
+            raise ValueError(
+                "--nats-sync: Debian's nats-server (2.9.10) has no sync_interval (it came in "
+                "2.10): leave it at its default"
+            )
 
 
 def duration_s(text: str) -> float | None:
