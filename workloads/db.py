@@ -10,6 +10,7 @@ never slept for, and teardown survives its own failures.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -120,6 +121,48 @@ class PidfileProcess:
             timeout=40,
         ).check()
         return True
+
+    # -- readiness by this start's log line (Kafka's, NATS's) -------------
+    READY_LINE = ""  # what the broker logs each time it starts serving
+    ready_poll = 0.5  # seconds between looks at its log
+
+    def ready_log(self, node: Remote) -> str:
+        """The log file READY_LINE lands in."""
+        raise NotImplementedError
+
+    def ready_lines(self, node: Remote) -> int:
+        """How often the node's log says READY_LINE so far (each start marks it)."""
+        q = shlex.quote
+        r = node.run(
+            f"grep -c {q(self.READY_LINE)} {q(self.ready_log(node))}", check=False, timeout=10
+        )
+        return int(r.out.strip()) if r.out.strip().isdigit() else 0
+
+    def log_tail(self, node: Remote) -> str:
+        """The last lines of its log and console on one line, for an error."""
+        q = shlex.quote
+        console = f"{self.dir(node)}/log/console.out"
+        try:
+            r = node.run(f"tail -n 4 {q(self.ready_log(node))} {q(console)}", check=False)
+        except RemoteError as e:
+            return f"(unreachable: {e})"
+        return " | ".join(ln for ln in (r.out + r.err).splitlines() if ln.strip())[-1200:]
+
+    def await_logged(self, node: Remote, mark: int, timeout: float, what: str) -> None:
+        """Until the broker (`what`), alive, logged READY_LINE more than the
+        `mark` its start took: a killed broker's old line is no answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            alive = self.pid(node) is not None  # first: then the line is this start's
+            if alive and self.ready_lines(node) > mark:
+                return
+            if not alive or time.monotonic() > deadline:
+                why = "its process exited" if not alive else f"{timeout:.0f} s"
+                raise DBError(
+                    f"{node.name}: {what} never logged {self.READY_LINE!r} ({why}); "
+                    f"log: {self.log_tail(node)}"
+                )
+            time.sleep(self.ready_poll)
 
     def pause(self, node: Remote) -> bool:
         return self.signal(node, "STOP")

@@ -176,6 +176,7 @@ class Kafka(
     name = "kafka"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = ("log",)
+    READY_LINE = STARTED
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
         self.nodes = nodes
@@ -406,7 +407,7 @@ class Kafka(
         if self.pid(node):
             return
         d = self.dir(node)
-        self._marks[node.name] = self._started_lines(node)
+        self._marks[node.name] = self.ready_lines(node)
         # `cmd &` alone (not `cd && cmd &`, a subshell), so $! is java's own pid:
         # setsid and nohup exec without forking.
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in self.launch_env(node).items())
@@ -421,37 +422,13 @@ class Kafka(
     def identity(self, node: Remote) -> str:
         return f"kafka.Kafka {self.dir(node)}/etc/server.properties"
 
-    def _started_lines(self, node: Remote) -> int:
-        r = node.run(
-            f"grep -c {shlex.quote(STARTED)} {self.dir(node)}/log/server.log",
-            check=False,
-            timeout=10,
-        )
-        return int(r.out.strip() or 0) if r.out.strip().isdigit() else 0
-
-    def _tail(self, node: Remote) -> str:
-        d = self.dir(node)
-        try:
-            r = node.run(f"tail -n 4 {d}/log/server.log {d}/log/console.out", check=False)
-        except RemoteError as e:
-            return f"(unreachable: {e})"
-        return " | ".join(ln for ln in (r.out + r.err).splitlines() if ln.strip())[-1200:]
+    def ready_log(self, node: Remote) -> str:
+        return f"{self.dir(node)}/log/server.log"
 
     def await_node(self, node: Remote) -> None:
         """Until the broker, started since the last start(), logs that it runs."""
-        deadline = time.monotonic() + self.opts.ready_timeout
         mark = self._marks.get(node.name, 0)
-        while True:
-            alive = self.pid(node) is not None  # first: a killed broker's old line is no answer
-            if alive and self._started_lines(node) > mark:
-                return
-            if not alive or time.monotonic() > deadline:
-                why = "its process exited" if not alive else f"{self.opts.ready_timeout:.0f} s"
-                raise DBError(
-                    f"{node.name}: Kafka broker never logged {STARTED!r} ({why}); "
-                    f"log: {self._tail(node)}"
-                )
-            time.sleep(0.5)
+        self.await_logged(node, mark, self.opts.ready_timeout, "Kafka broker")
 
     def brokers(self, via: Remote, timeout: float = 5.0) -> list[int]:
         """Unfenced broker ids in `via`'s metadata; [] if it does not answer."""
@@ -483,7 +460,7 @@ class Kafka(
             for n in self.nodes
             if not seen.get(n.name) or any(self.node_id(n) not in v for v in seen.values() if v)
         ]
-        logs = "; ".join(f"{n.name} log: {self._tail(n)}" for n in bad)
+        logs = "; ".join(f"{n.name} log: {self.log_tail(n)}" for n in bad)
         raise DBError(
             f"Kafka cluster never showed brokers {want} unfenced on every node within "
             f"{timeout or self.opts.ready_timeout:.0f} s; last seen {seen} ([] = no answer); {logs}"
@@ -530,7 +507,7 @@ class Kafka(
         out: dict[str, Any] = {"node": node.name, "version": self.running[node.name]}
         lagging = ["(its broker never logged its start)"]
         while time.monotonic() < deadline and not cancelled():
-            started = self._started_lines(node) > self._marks.get(node.name, 0)
+            started = self.ready_lines(node) > self._marks.get(node.name, 0)
             if started and self.pid(node) is not None:
                 lagging = self._out_of_sync(me)
                 if not lagging:

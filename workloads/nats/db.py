@@ -88,6 +88,8 @@ def duration_s(text: str) -> float | None:
 
 class Nats(PidfileProcess, Leaders, BrokerState, Membership):
     name = "nats"
+    READY_LINE = READY
+    ready_poll = 0.2
 
     def __init__(self, nodes: list[Remote], opts: NatsOptions | None = None):
         self.nodes = nodes
@@ -221,7 +223,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
         if self.pid(node):
             return
         d = self.dir(node)
-        self._marks[node.name] = self._ready_lines(node)
+        self._marks[node.name] = self.ready_lines(node)
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in self.launch_env(node).items())
         # `cmd &` alone, so $! is the server's own pid (setsid, nohup and env exec)
         node.run(
@@ -231,37 +233,13 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
             timeout=20,
         )
 
-    def _ready_lines(self, node: Remote) -> int:
-        r = node.run(
-            f"grep -c {shlex.quote(READY)} {shlex.quote(self.log_file(node))}",
-            check=False,
-            timeout=10,
-        )
-        return int(r.out.strip()) if r.out.strip().isdigit() else 0
-
-    def _tail(self, node: Remote) -> str:
-        d = self.dir(node)
-        try:
-            r = node.run(f"tail -n 4 {self.log_file(node)} {d}/log/console.out", check=False)
-        except RemoteError as e:
-            return f"(unreachable: {e})"
-        return " | ".join(ln for ln in (r.out + r.err).splitlines() if ln.strip())[-1200:]
+    def ready_log(self, node: Remote) -> str:
+        return self.log_file(node)
 
     def await_node(self, node: Remote) -> None:
         """Until the server, started since the last start(), logs that it is ready."""
-        deadline = time.monotonic() + self.opts.ready_timeout
         mark = self._marks.get(node.name, 0)
-        while True:
-            alive = self.pid(node) is not None  # first: a killed server's old line is no answer
-            if alive and self._ready_lines(node) > mark:
-                return
-            if not alive or time.monotonic() > deadline:
-                why = "its process exited" if not alive else f"{self.opts.ready_timeout:.0f} s"
-                raise DBError(
-                    f"{node.name}: nats-server never logged {READY!r} ({why}); "
-                    f"log: {self._tail(node)}"
-                )
-            time.sleep(0.2)
+        self.await_logged(node, mark, self.opts.ready_timeout, "nats-server")
 
     def monitor(self, node: Remote, path: str, timeout: float = 5.0) -> tuple[int, Any]:
         """GET of the node's monitoring endpoint: (HTTP status, parsed JSON);
@@ -298,7 +276,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
                 return
             time.sleep(0.5)
         bad = {name: why for name, why in seen.items() if why}
-        logs = "; ".join(f"{n.name} log: {self._tail(n)}" for n in self.nodes if n.name in bad)
+        logs = "; ".join(f"{n.name} log: {self.log_tail(n)}" for n in self.nodes if n.name in bad)
         raise DBError(f"NATS cluster not healthy on every node within {limit:.0f} s: {bad}; {logs}")
 
     def streams_on(self, node: Remote) -> list[dict[str, Any]]:
