@@ -73,7 +73,7 @@ class MembershipNemesis:
             note["fallback"] = "the broker named no leader among the members: one at random"
         member = named[0] if named else rng.choice(before)
         self.changed = True
-        return {**note, "member": member, "before": before, **self.db.remove_member(member)}
+        return {**note, "member": member, "before": before, **self.db.remove_member(member, before)}
 
     def stop(self) -> Any:
         self.changed = False

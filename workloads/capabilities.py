@@ -134,9 +134,10 @@ class Membership(Protocol):
         """The nodes in the test's groups now; [] when none answers."""
         ...
 
-    def remove_member(self, node: str) -> dict[str, Any]:
-        """Takes `node` out of the test's groups; returns what was asked, the
-        broker's answer and the members after (the op's value)."""
+    def remove_member(self, node: str, members: list[str]) -> dict[str, Any]:
+        """Takes `node` out of the test's groups (`members`: as members() said
+        just before); returns what was asked, the broker's answer and the
+        members after (the op's value)."""
         ...
 
     def restore_members(self) -> dict[str, Any]:

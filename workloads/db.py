@@ -132,10 +132,12 @@ class PidfileProcess:
 
     def ready_lines(self, node: Remote) -> int:
         """How often the node's log says READY_LINE so far (each start marks it)."""
+        return self.logged(node, self.READY_LINE)
+
+    def logged(self, node: Remote, text: str) -> int:
+        """How many lines of the node's log (`ready_log`) hold `text`."""
         q = shlex.quote
-        r = node.run(
-            f"grep -c {q(self.READY_LINE)} {q(self.ready_log(node))}", check=False, timeout=10
-        )
+        r = node.run(f"grep -cF -- {q(text)} {q(self.ready_log(node))}", check=False, timeout=10)
         return int(r.out.strip()) if r.out.strip().isdigit() else 0
 
     def log_tail(self, node: Remote) -> str:

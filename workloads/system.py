@@ -21,7 +21,7 @@ import argparse
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.options import OptionError, add_group, default_of, flags_of, given_of
+from harness.options import OptionError, add_group, default_of, flag_of, flags_of, given_of
 
 from .capabilities import BrokerState, supports
 from .claims import TABLE_SINK_CLAIMS, Row, SinkClaims, claims_for
@@ -187,11 +187,11 @@ class System:
         """An existing cluster keeps its own settings: options (of a typed
         options object) that would configure its brokers, set to anything
         but their defaults, are an error naming them."""
-        defaults = {f.name: default_of(f) for f in fields(options)}
-        bad = [k for k in names if getattr(options, k) != defaults[k]]
+        known = {f.name: f for f in fields(options)}
+        bad = [k for k in names if getattr(options, k) != default_of(known[k])]
         if bad:
             raise OptionError(
-                f"--{bad[0].replace('_', '-')}: configures brokers the tool runs itself; an "
+                f"{flag_of(known[bad[0]])}: configures brokers the tool runs itself; an "
                 "existing cluster keeps its own settings, and the claims are read from them"
             )
 

@@ -11,7 +11,9 @@ its clients through each node's `client` address.
     # start/stop/kill/pause/resume: any of them overrides systemd's default,
     # here or per node; "{service}" and "{node}" are filled in
     # RabbitMQ: user, password, vhost for its clients; ctl (its admin
-    # command) to read its settings and membership
+    # command) to read its settings and membership. NATS: user and password,
+    # or credentials_file (a .creds file on this machine); each node's name
+    # is its server's server_name
 
     [[nodes]]
     name = "k1"
@@ -35,7 +37,8 @@ SYSTEMD = {
     "pause": "systemctl kill --kill-whom=main --signal=SIGSTOP {service}",
     "resume": "systemctl kill --kill-whom=main --signal=SIGCONT {service}",
 }
-SECTION_FIELDS = {"system", "service", "logs", "user", "password", "vhost", "ctl", *COMMANDS}
+CREDENTIALS = ("user", "password", "vhost", "credentials_file")  # the broker's clients'
+SECTION_FIELDS = {"system", "service", "logs", "ctl", *CREDENTIALS, *COMMANDS}
 NODE_FIELDS = {"client", "logs", "ctl", *COMMANDS}  # what a node row may add or override
 ADDRESS = re.compile(r"[A-Za-z0-9_.:%-]+:\d{1,5}")
 
@@ -113,9 +116,7 @@ def parse_existing(where: str, section: object, rows: list[dict]) -> Existing:
             raise ExistingError(f"{w}: field 'service' {service!r} is not a unit name")
     shared = {c: _text(w, c, section[c]) for c in (*COMMANDS, "ctl") if c in section}
     shared_logs = _logs(w, section["logs"]) if "logs" in section else []
-    credentials = {
-        k: _text(w, k, section[k]) for k in ("user", "password", "vhost") if k in section
-    }
+    credentials = {k: _text(w, k, section[k]) for k in CREDENTIALS if k in section}
     nodes: dict[str, ExistingNode] = {}
     for i, row in enumerate(rows):
         wn = f"{where}: nodes[{i}]"

@@ -34,7 +34,8 @@ class Group:
     def primaries(self):
         return [self.leader] if self.leader else []
 
-    def remove_member(self, node):
+    def remove_member(self, node, members):
+        assert members == self.members()  # the group the fault was given, as it stood
         self.removed.append(node)
         spare = next(f"n{i}" for i in range(1, 9) if f"n{i}" not in self.group + self.removed)
         self.group = [m for m in self.group if m != node] + [spare]

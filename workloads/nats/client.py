@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import nats
@@ -85,6 +85,10 @@ class NatsQueueOptions:
     )
     receive_batch: int = option(16, "messages one receive hands over at most", range=AT_LEAST_ONE)
     poll: float = 0.2  # seconds a receive waits for the first message
+    # an existing cluster's client credentials ([existing] in the cluster file)
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    credentials_file: str | None = None  # a NATS .creds file (user JWT and nkey seed)
 
     def __post_init__(self) -> None:
         check_values(self)
@@ -94,6 +98,15 @@ class NatsQueueOptions:
     @property
     def msg_ids(self) -> bool:
         return self.dedupe_window != "off"
+
+    def credentials(self) -> dict[str, Any]:
+        """nats.connect's credentials: none on the tool's own servers."""
+        out: dict[str, Any] = {}
+        if self.user is not None:
+            out.update(user=self.user, password=self.password)
+        if self.credentials_file is not None:
+            out["user_credentials"] = self.credentials_file
+        return out
 
 
 class ConnectFailed(RuntimeError):
@@ -145,6 +158,7 @@ class NatsQueueClient:
             max_reconnect_attempts=0,
             ping_interval=2,
             max_outstanding_pings=2,
+            **self.opts.credentials(),
         )
         self._nc, self._js = nc, nc.jetstream(timeout=self.deadline)
 

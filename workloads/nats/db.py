@@ -18,6 +18,7 @@ import shlex
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,11 @@ import nats
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import DEFAULT_STATE, check_values, option
 
-from ..capabilities import BrokerState, Leaders, Membership, PowerLoss
+from ..capabilities import BrokerState, Leaders, Membership, PowerLoss, RollingUpgrade
 from ..db import DBError, PidfileProcess, copy_dirs
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
-from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats
+from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats, version_key
 
 PORT = 4222  # clients
 CLUSTER_PORT = 6222  # routes between servers (JetStream's Raft traffic rides on them)
@@ -39,6 +40,14 @@ MONITOR_PORT = 8222  # http: /healthz, /jsz
 DEBIAN_SERVER = "/usr/sbin/nats-server"
 CLUSTER_NAME = "queuecheck"
 READY = "Server is ready"
+JETSTREAM_SHUT = (
+    "[INF] JetStream Shutdown"  # lame duck mode moved its leaders and stopped JetStream
+)
+# Seconds for lame duck mode to stop JetStream (2.15 takes about one, handing
+# its leaders over first; 2.9 stops it only at its exit), then for SIGTERM
+# to end the server.
+LAME_DUCK_WAIT = 5.0
+STOP_WAIT = 15.0
 SYNC_DEFAULT = "2m"  # nats-server's own default sync_interval
 
 
@@ -57,6 +66,13 @@ class NatsOptions:
         "acknowledged messages unsynced for up to two minutes",
         flag="--nats-sync",
     )
+    upgrade_to: str | None = option(
+        None,
+        "a newer nats-server to roll to during the main phase, one node at a time (lame duck "
+        "mode, stop, start the new binary on the same store): x.y.z or debian; what "
+        "`queuecheck gate --system nats --from A --to B` runs as its rolling run",
+        flag="--nats-upgrade-to",
+    )
     lazyfs: bool = option(
         False, "server data on lazyfs, which loses every write not fsynced at a power-loss fault"
     )
@@ -69,12 +85,52 @@ class NatsOptions:
         check_version(self.version)
         if self.sync != "always" and not duration_s(self.sync):
             raise ValueError(f"--nats-sync: {self.sync!r} is neither `always` nor a duration (2m)")
-        if self.version == DEBIAN and self.sync != SYNC_DEFAULT:
+        if DEBIAN in (self.version, self.upgrade_to) and self.sync != SYNC_DEFAULT:
             # 2.9 has no such setting: its config parser refuses the field
             raise ValueError(
                 "--nats-sync: Debian's nats-server (2.9.10) has no sync_interval (it came in "
                 "2.10): leave it at its default"
             )
+        if self.upgrade_to is not None:
+            check_version(self.upgrade_to, "--nats-upgrade-to")
+            if version_key(self.upgrade_to) <= version_key(self.version):
+                # JetStream's store is not promised to read back on an older server
+                raise ValueError(
+                    f"--nats-upgrade-to {self.upgrade_to}: not newer than --nats-version "
+                    f"{self.version} (NATS documents upgrades, not downgrades)"
+                )
+
+
+def jetstream_request(
+    servers: list[str],
+    subject: str,
+    body: dict[str, Any] | None,
+    credentials: dict[str, Any],
+    timeout: float = 5.0,
+) -> dict[str, Any]:
+    """One JetStream API request through the first of `servers` that takes a
+    connection (with `credentials`: nats.connect's user/password or
+    user_credentials): the server's JSON answer, or {"why": ...} when none came."""
+
+    async def ask() -> dict[str, Any]:
+        nc = await nats.connect(
+            servers=servers,
+            connect_timeout=2,
+            allow_reconnect=False,
+            max_reconnect_attempts=0,
+            **credentials,
+        )
+        try:
+            data = json.dumps(body).encode() if body is not None else b""
+            msg = await nc.request(subject, data, timeout=timeout)
+            return json.loads(msg.data or b"{}")
+        finally:
+            await nc.close()
+
+    try:
+        return asyncio.run(ask())
+    except Exception as e:  # noqa: BLE001 - no answer under a fault is an answer
+        return {"why": f"{type(e).__name__}: {e}"[:300]}
 
 
 def duration_s(text: str) -> float | None:
@@ -86,7 +142,7 @@ def duration_s(text: str) -> float | None:
     return None
 
 
-class Nats(PidfileProcess, Leaders, BrokerState, Membership):
+class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade):
     name = "nats"
     READY_LINE = READY
     ready_poll = 0.2
@@ -97,8 +153,9 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
         self._marks: dict[str, int] = {}  # READY lines in a node's log when last started
         self.test_streams: list[str] = []  # whose leaders are the faults' primaries
-        self._bin: Path | None = None
-        self._manifest: str | None = None
+        self._listings: dict[str, str] = {}  # version -> its binary's manifest
+        # the server each node runs: a rolling upgrade moves them one by one
+        self.running: dict[str, str] = {n.name: self.opts.version for n in nodes}
         self.lazy = LazyMount(self.opts.state, DIST_ROOT) if self.opts.lazyfs else None
 
     # -- per-node facts ---------------------------------------------------
@@ -123,26 +180,28 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
     def url(self, node: Remote) -> str:
         return f"nats://{node.spec.host}:{PORT}"
 
-    def built(self) -> Path:
+    def versions(self) -> list[str]:
+        """Every server this run's nodes need: its own, and the upgrade's."""
+        return [self.opts.version, *([self.opts.upgrade_to] if self.opts.upgrade_to else [])]
+
+    def built(self, version: str) -> Path:
         """This machine's directory of the version's binary (built once)."""
-        if self._bin is None:
-            self._bin = ensure_nats(self.opts.version, self.opts.state)
-        return self._bin
+        return ensure_nats(version, self.opts.state)
 
-    def server(self) -> str:
-        """The nats-server binary on the nodes."""
-        if self.opts.version == DEBIAN:
+    def server(self, version: str) -> str:
+        """The version's nats-server binary on the nodes."""
+        if version == DEBIAN:
             return DEBIAN_SERVER
-        return f"{self._node_bin()}/{BINARY}"
+        return f"{self._node_bin(version)}/{BINARY}"
 
-    def _listing(self) -> str:
+    def _listing(self, version: str) -> str:
         """The binary's manifest: hashed once (every start names its directory)."""
-        if self._manifest is None:
-            self._manifest = manifest(self.built(), BINARY)
-        return self._manifest
+        if version not in self._listings:
+            self._listings[version] = manifest(self.built(version), BINARY)
+        return self._listings[version]
 
-    def _node_bin(self) -> str:
-        return f"{DIST_ROOT}/nats-{digest(self._listing())}/bin"
+    def _node_bin(self, version: str) -> str:
+        return f"{DIST_ROOT}/nats-{digest(self._listing(version))}/bin"
 
     def config(self, node: Remote) -> str:
         """The node's nats.conf: its name, its listeners on its own address,
@@ -178,6 +237,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
         """Cleans, installs, configures and starts every node; returns when
         every node answers healthy. The software goes on one node at a time
         (nodes that share a file system share it); the servers start at once."""
+        self.running = {n.name: self.opts.version for n in self.nodes}
         try:
             for node in self.nodes:
                 self.teardown(node)  # a server left by a killed run would hold the ports
@@ -190,16 +250,19 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
         self.await_cluster()
 
     def _install(self, node: Remote) -> None:
-        if self.opts.version == DEBIAN:
-            got = ensure_package(
-                node,
-                f"test -x {DEBIAN_SERVER}",
-                ["nats-server"],
-                after="systemctl disable --now nats-server 2>/dev/null; true",
-            )
-        else:
-            got = push_dir(node, self.built(), self._node_bin(), self._listing(), BINARY)
-        self.installed[node.name] = {f"nats-server {self.opts.version}": got}
+        self.installed[node.name] = {}
+        for version in self.versions():
+            if version == DEBIAN:
+                got = ensure_package(
+                    node,
+                    f"test -x {DEBIAN_SERVER}",
+                    ["nats-server"],
+                    after="systemctl disable --now nats-server 2>/dev/null; true",
+                )
+            else:
+                built, listing = self.built(version), self._listing(version)
+                got = push_dir(node, built, self._node_bin(version), listing, BINARY)
+            self.installed[node.name][f"nats-server {version}"] = got
         if self.lazy:
             self.installed[node.name].update(self.lazy.install(node))
 
@@ -225,10 +288,11 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
         d = self.dir(node)
         self._marks[node.name] = self.ready_lines(node)
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in self.launch_env(node).items())
+        server = self.server(self.running[node.name])
         # `cmd &` alone, so $! is the server's own pid (setsid, nohup and env exec)
         node.run(
             f"cd {d} || exit 1; setsid nohup {'env ' + env if env else ''}"
-            f"{self.server()} {self.identity(node)} >> {d}/log/console.out 2>&1 < /dev/null & "
+            f"{server} {self.identity(node)} >> {d}/log/console.out 2>&1 < /dev/null & "
             f"echo $! > {self.pidfile(node)}",
             timeout=20,
         )
@@ -333,12 +397,12 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
                     group.update(r.get("name") for r in peers if r.get("name") in names)
         return sorted(group)
 
-    def remove_member(self, node: str) -> dict[str, Any]:
+    def remove_member(self, node: str, members: list[str]) -> dict[str, Any]:
         """Asks the meta leader to take `node` out of each test stream's group
         (and its consumers'): `$JS.API.STREAM.PEER.REMOVE`, which places the
         replica on another server; then waits a little (20 s at most) for the
         group to show it: the node gone, as many members as before."""
-        size = len(self.members())
+        size = len(members)  # the group as asked just before
         answers = {
             stream: self.jetstream_api(f"$JS.API.STREAM.PEER.REMOVE.{stream}", {"peer": node})
             for stream in self.test_streams
@@ -364,24 +428,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
     ) -> dict[str, Any]:
         """One JetStream API request through the first server that takes a
         connection: the server's JSON answer, or {"why": ...} when none came."""
-
-        async def ask() -> dict[str, Any]:
-            nc = await nats.connect(
-                servers=[self.url(n) for n in self.nodes],
-                connect_timeout=2,
-                allow_reconnect=False,
-                max_reconnect_attempts=0,
-            )
-            try:
-                msg = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
-                return json.loads(msg.data or b"{}")
-            finally:
-                await nc.close()
-
-        try:
-            return asyncio.run(ask())
-        except Exception as e:  # noqa: BLE001 - no answer under a fault is an answer
-            return {"why": f"{type(e).__name__}: {e}"[:300]}
+        return jetstream_request([self.url(n) for n in self.nodes], subject, body, {}, timeout)
 
     def read_state(self, into: Path) -> dict[str, Any]:
         """Every node's copy of the test's streams, read from its own message
@@ -390,8 +437,104 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership):
 
         return read_state(self, self.test_streams, into)
 
+    # -- a rolling upgrade (nemesis/upgrade.py) ----------------------------
     def node_versions(self) -> dict[str, str]:
-        return {n.name: self.opts.version for n in self.nodes}
+        return dict(self.running)
+
+    def upgrade_node(self, node: Remote) -> dict[str, Any]:
+        """As NATS's upgrade guide says: lame duck mode (the server hands its
+        Raft leaders to others and stops JetStream), the server stopped, the
+        new binary started on the same config and store."""
+        old, new = self.running[node.name], self.opts.upgrade_to
+        assert new is not None, "upgrade_node without --nats-upgrade-to"
+        try:
+            how = self._lame_duck_stop(node)
+        finally:
+            self.kill(node)  # if it still runs
+            self.running[node.name] = new
+            self.start(node)
+        return {"node": node.name, "from": old, "to": new, "stop": how}
+
+    def _lame_duck_stop(self, node: Remote) -> str:
+        """SIGUSR2 (lame duck mode), until its log says JetStream stopped (or
+        LAME_DUCK_WAIT); then SIGTERM, until the pid is gone (or STOP_WAIT).
+        What it took, for the op."""
+        if self.pid(node) is None:
+            return "not running"
+        shut = self.logged(node, JETSTREAM_SHUT)
+        self.signal(node, "USR2")
+        deadline = time.monotonic() + LAME_DUCK_WAIT
+        while self.pid(node) and self.logged(node, JETSTREAM_SHUT) <= shut:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        lame = self.logged(node, JETSTREAM_SHUT) > shut
+        self.signal(node, "TERM")
+        deadline = time.monotonic() + STOP_WAIT
+        while self.pid(node) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stopped = self.pid(node) is None
+        said = (
+            "lame duck mode"
+            if lame
+            else f"lame duck mode did not stop JetStream in {LAME_DUCK_WAIT:.0f} s"
+        )
+        return f"{said}, then SIGTERM" + (
+            "" if stopped else f": still running after {STOP_WAIT:.0f} s, killed"
+        )
+
+    def await_in_sync(
+        self, node: Remote, timeout: float, cancelled: Callable[[], bool] = lambda: False
+    ) -> dict[str, Any]:
+        """Until the node's server, started since the upgrade, logged that it
+        is ready and answers healthy (JetStream current), and every test
+        stream has a leader and, where the node holds a replica, that
+        replica is current (the others may be down for a fault's reasons)."""
+        out: dict[str, Any] = {"node": node.name, "version": self.running[node.name]}
+        mark = self._marks.get(node.name, 0)
+        deadline = time.monotonic() + timeout
+        why = "not asked"
+        while not cancelled():
+            if self.pid(node) is None or self.ready_lines(node) <= mark:
+                why = "its server is not up"
+            else:
+                why = self.healthy(node) or self._replica_behind(node) or ""
+                if not why:
+                    return {**out, "in-sync": True}
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+        return {**out, "in-sync": False, "why": why}
+
+    def _replica_behind(self, node: Remote) -> str | None:
+        """What keeps the node's part of a test stream from being whole: no
+        leader, or its replica not current; None when nothing does."""
+        for stream in self.test_streams:
+            group = self.stream_cluster(stream)
+            if not group.get("leader"):
+                return f"stream {stream}: no leader"
+            for r in group.get("replicas") or []:
+                if r.get("name") == node.name and not r.get("current"):
+                    return f"stream {stream}: its replica is not current (lag {r.get('lag')})"
+        return None
+
+    def finalize_upgrade(self, timeout: float) -> dict[str, Any]:
+        """nats-server has no feature levels to raise once every node runs the
+        new version (JetStream's API level follows the binary): nothing to do."""
+        return {"finalize": "none: nats-server has no feature levels to raise"}
+
+    def finalized(self) -> dict[str, Any]:
+        """The version each server says it runs (/varz), and its JetStream API
+        level where it has one (2.11 on): the proof the new binary serves."""
+        said: dict[str, Any] = {}
+        for node in self.nodes:
+            status, body = self.monitor(node, "/varz")
+            if status != 200 or not isinstance(body, dict):
+                said[node.name] = f"no answer ({body if status == 0 else f'HTTP {status}'})"
+                continue
+            level = (body.get("jetstream") or {}).get("config", {}).get("api_level")
+            said[node.name] = body.get("version", "?") + (f" (api level {level})" if level else "")
+        return said
 
     def collect_logs(self, node: Remote, into: Path) -> None:
         """Copies the node's log and config into the store; never raises."""

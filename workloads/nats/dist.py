@@ -28,6 +28,7 @@ from ..db import DBError
 
 DEFAULT_VERSION = "2.15.2"
 DEBIAN = "debian"
+DEBIAN_VERSION = "2.9.10"  # Debian 12's package
 MODULE = "github.com/nats-io/nats-server/v2"
 BINARY = "nats-server"
 STAMP = ".queuecheck-complete"
@@ -38,10 +39,15 @@ class NatsDistError(DBError):
     """The server could not be built; one line saying why."""
 
 
-def check_version(version: str) -> None:
+def check_version(version: str, flag: str = "--nats-version") -> None:
     """ValueError naming a version that is neither `debian` nor x.y.z."""
     if version != DEBIAN and not VERSION_RE.match(version):
-        raise ValueError(f"--nats-version: {version!r} is not x.y.z (a nats-server tag) or debian")
+        raise ValueError(f"{flag}: {version!r} is not x.y.z (a nats-server tag) or debian")
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """For ordering: `debian` is the package's 2.9.10."""
+    return tuple(int(p) for p in (DEBIAN_VERSION if version == DEBIAN else version).split("."))
 
 
 def ensure_nats(version: str = DEFAULT_VERSION, state: Path = DEFAULT_STATE) -> Path:

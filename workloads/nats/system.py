@@ -4,7 +4,10 @@ publishers and consumers on one replicated stream (client.py), its claims
 
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.nodes.remote import Remote
@@ -16,10 +19,17 @@ from ..system import RunContext, System
 from . import claims
 from .client import CONSUMER, NatsQueueClient, NatsQueueOptions, seconds
 from .db import Nats, NatsOptions, nats_class
+from .dist import check_version
+from .existing import BROKER_OPTIONS, ExistingNats
 from .presets import PRESETS
 
 if TYPE_CHECKING:
     from harness.nodes.existing import Existing
+
+
+# An existing cluster's sync_interval: its servers' configuration, which no
+# client connection reports; the claims take it as not `always`.
+SERVERS_OWN = "the servers' own (not read)"
 
 
 class NatsSystem(System):
@@ -39,28 +49,70 @@ class NatsSystem(System):
         existing: Existing | None = None,
         nodes: int | None = None,
     ) -> tuple[NatsOptions, NatsQueueOptions]:
-        if existing:
-            raise OptionError("--system nats: not on an existing cluster yet")
         db, q = super().settings(given, sink, existing, nodes)
         if nodes is not None and q.replicas > nodes:
             raise OptionError(f"--replicas: {q.replicas} is more than the {nodes} nodes")
+        if existing:
+            return db, cls._existing_clients(db, q, existing)
         return db, q
 
     @classmethod
+    def _existing_clients(
+        cls, db: NatsOptions, q: NatsQueueOptions, existing: Existing
+    ) -> NatsQueueOptions:
+        """Their servers' settings; the clients with the cluster file's credentials."""
+        cls.refuse_broker_options(db, BROKER_OPTIONS)
+        cred = existing.credentials
+        if "vhost" in cred:
+            raise OptionError("the cluster file's [existing]: 'vhost' is not for NATS's clients")
+        if "user" in cred and "password" not in cred:
+            raise OptionError("the cluster file's [existing]: 'user' needs its 'password'")
+        creds = cred.get("credentials_file")
+        if creds is not None and not Path(creds).is_file():
+            raise OptionError(
+                f"the cluster file's [existing]: 'credentials_file' {creds!r} is not a file here"
+            )
+        return replace(q, **cred)
+
+    @classmethod
     def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
-        return nats_class(settings[0])
+        return ExistingNats if existing else nats_class(settings[0])
 
     def __init__(self, ctx: RunContext, settings: tuple[NatsOptions, NatsQueueOptions]):
         super().__init__(ctx, settings)
         db_opts, self.options = settings
         if db_opts.base is None:
             db_opts = replace(db_opts, base=ctx.data_base)
-        self.db = nats_class(db_opts)(ctx.nodes, db_opts)
+        self.db: Nats | ExistingNats
+        if ctx.existing:  # a stream of the test's own beside theirs, deleted at the end
+            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+            self.options = replace(self.options, stream=own)
+            self.db = ExistingNats(ctx.nodes, ctx.existing, db_opts, self.options)
+        else:
+            self.db = nats_class(db_opts)(ctx.nodes, db_opts)
         self.queue = self.options.stream
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> Nats:
         return Nats(nodes, NatsOptions(base=data_base))
+
+    @classmethod
+    def gate_side(cls, side: str) -> dict[str, Any]:
+        """A nats-server release (x.y.z, built from its Go module) or `debian`."""
+        check_version(side, "gate")
+        return {"version": side}
+
+    @classmethod
+    def gate_rolling(cls, a: str, b: str) -> dict[str, Any]:
+        return {**cls.gate_side(a), "upgrade_to": b}
+
+    def rolls_upgrade(self) -> bool:
+        return not self.ctx.existing and bool(self.db.opts.upgrade_to)
+
+    def cleanup(self) -> None:
+        """An existing cluster: the test's own stream (and its consumer) deleted."""
+        if self.ctx.existing:
+            self._admin(self.ctx.nodes[0], lambda js: js.delete_stream(self.options.stream))
 
     def config(self) -> dict[str, Any]:
         q = self.options
@@ -68,16 +120,28 @@ class NatsSystem(System):
             **self.sink_config(),
             "stream": q.stream,
             "replicas": q.replicas,
-            "sync": self.db.opts.sync,
+            "sync": SERVERS_OWN if self.ctx.existing else self.db.opts.sync,
             "dedupe_window": q.dedupe_window,
             "ack": "explicit",
             "ack_wait": q.ack_wait,
             "max_deliver": q.max_deliver,
-            "nats_version": self.db.opts.version,
+            "nats_version": self.version_run(),
+            **({"nats_upgrade_to": self.db.opts.upgrade_to} if self.db.opts.upgrade_to else {}),
         }
 
+    def version_run(self) -> str:
+        """The nats-server the run starts, or (an existing cluster) the
+        version its servers give, comma-joined where they differ."""
+        if isinstance(self.db, ExistingNats):
+            return ",".join(sorted(set(self.db.versions.values()))) or "not read yet"
+        return self.db.opts.version
+
     def record(self) -> dict[str, Any]:
-        return {**self.config(), "db": asdict(self.db.opts) | {"state": str(self.db.opts.state)}}
+        return {
+            **self.config(),
+            "db": asdict(self.db.opts) | {"state": str(self.db.opts.state)},
+            **self.existing_record(),
+        }
 
     def new_client(self, node: Remote, sink: Sink | None = None) -> Client:
         return NatsQueueClient(
@@ -121,7 +185,10 @@ class NatsSystem(System):
             )
 
         self._admin(self.ctx.nodes[0], make)
-        self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
+        if isinstance(self.db, ExistingNats):
+            self.db.check_names(q.stream)  # faults aim at its leader by server name
+        else:
+            self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
 
     def queue_answers(self, node: Remote) -> str | None:
         """The stream's info, asked on `node`: its leader must answer."""

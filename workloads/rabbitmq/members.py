@@ -66,7 +66,7 @@ class QuorumMembers(Membership):
                 errors[q] = "; ".join(tried)[-400:]
         return errors
 
-    def remove_member(self, node: str) -> dict[str, Any]:
+    def remove_member(self, node: str, members: list[str]) -> dict[str, Any]:
         errors = self._member_change("delete_member", node)
         if len(errors) < len(self.test_queues):
             self.taken_out.add(node)

@@ -68,6 +68,11 @@ class RabbitMQSystem(System):
                 "an existing cluster; it changes nothing there but its own queue"
             )
         cred = existing.credentials
+        if "credentials_file" in cred:
+            raise OptionError(
+                "the cluster file's [existing]: 'credentials_file' is not for RabbitMQ's "
+                "clients: give 'user' and 'password'"
+            )
         if not {"user", "password"} <= set(cred):
             raise OptionError(
                 "the cluster file's [existing] needs 'user' and 'password' for RabbitMQ's clients"

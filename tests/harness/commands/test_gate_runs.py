@@ -34,9 +34,17 @@ def test_rabbitmq_sides_are_install_directories_or_debian():
     assert rolling == {"upgrade_home": "/opt/rabbitmq_server-3.13.7"}
 
 
+def test_nats_sides_are_releases_or_debian_and_the_rolling_run_upgrades_the_servers():
+    base = RunOptions(system="nats", seed=3)
+    a, b, rolling = (o.system_options for _, o in gate_runs(base, GateOptions("debian", "2.15.2")))
+    assert a == {"version": "debian"} and b == {"version": "2.15.2"}
+    assert rolling == {"version": "debian", "upgrade_to": "2.15.2"}
+
+
 @pytest.mark.parametrize(
     "system, a, b, message",
     [
+        ("nats", "debian", "latest", "gate: 'latest' is not x.y.z"),
         ("kafka", "4.3.1", "latest", "'latest' is neither a Kafka version nor a directory"),
         ("rabbitmq", "debian", "3.13", "give `debian` or an absolute install directory"),
         ("rabbitmq", "/opt/a", "debian", "rolling to Debian's package needs its directory"),

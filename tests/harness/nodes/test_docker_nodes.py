@@ -187,3 +187,39 @@ def test_quorum_queue_on_docker_nodes_loses_nothing_under_kills_and_partitions(
     assert doc["valid"] is True
     # the nodes' logs came back over SFTP
     assert any((run_dir / "nodes" / "n1").iterdir())
+
+
+@pytest.mark.integration
+def test_a_nats_stream_on_docker_nodes_loses_nothing_under_kills_and_partitions(
+    docker_host, state, tmp_path
+):
+    """A third system on the same containers: the nats-server built here goes
+    to them over SFTP (the image has none), by checksum like on any node."""
+    run_dir, doc = Run(
+        RunOptions(
+            system="nats",
+            state=str(state),
+            store=str(tmp_path / "store"),
+            driver="docker",
+            docker_host=docker_host,
+            driver_memory="1g",
+            **CLUSTER,
+            time_limit=20,
+            concurrency=4,
+            producers=2,
+            nemesis=["kill", "partition"],
+            fault_targets=["primaries"],
+            nemesis_interval=5,
+            seed=3,
+        )
+    ).execute()
+    ops = list(read_history(run_dir / "history.jsonl"))
+    faults = {op["f"] for op in ops if op["process"] == "nemesis" and op["value"] is not None}
+    assert {"start-kill", "stop-kill", "start-partition", "stop-partition"} <= faults
+    test = json.loads((run_dir / "test.json").read_text())
+    assert [n["host"] for n in test["nodes"]] == ["10.77.20.11", "10.77.20.12", "10.77.20.13"]
+    assert {next(iter(v)) for v in test["installed"].values()} == {"nats-server 2.15.2"}
+    counts = doc["counts"]
+    assert counts["acknowledged"] > 300 and counts["lost"] == 0 and counts["duplicate"] == 0
+    assert doc["properties"]["broker-agrees"]["valid"] is True  # each node's blocks, over SFTP
+    assert doc["valid"] is True

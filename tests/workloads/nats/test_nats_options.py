@@ -3,11 +3,12 @@ server's nats.conf says, what is refused by name, what each setup claims."""
 
 import pytest
 
+from harness.nodes.existing import Existing, ExistingNode
 from harness.nodes.remote import NodeSpec
 from harness.options import OptionError
 from workloads.nats.client import NatsQueueOptions, seconds
 from workloads.nats.db import Nats, NatsOptions
-from workloads.nats.dist import check_version
+from workloads.nats.dist import check_version, version_key
 from workloads.nats.system import NatsSystem
 
 
@@ -41,6 +42,10 @@ def test_each_server_listens_on_its_own_address_and_routes_to_the_others():
         ({"version": "latest"}, "--nats-version"),
         # 2.9's config parser refuses the field (found on a run): refused before any node
         ({"version": "debian", "sync": "always"}, "--nats-sync: Debian's nats-server .* no sync"),
+        ({"version": "debian", "upgrade_to": "2.15.2", "sync": "1s"}, "--nats-sync: Debian"),
+        ({"upgrade_to": "debian"}, "--nats-upgrade-to debian: not newer than --nats-version"),
+        ({"version": "2.15.2", "upgrade_to": "2.15.2"}, "--nats-upgrade-to 2.15.2: not newer"),
+        ({"upgrade_to": "2.16"}, "--nats-upgrade-to: '2.16' is not x.y.z"),
         ({"dedupe_window": "2 minutes"}, "--dedupe-window"),
         ({"replicas": 6}, "--replicas"),
         ({"replicas": 5}, "--replicas"),  # more than the 3 nodes
@@ -57,9 +62,21 @@ def test_bad_options_are_refused_by_name(given, named):
 def test_versions_and_windows_read_as_the_server_reads_them():
     check_version("2.15.2")
     check_version("debian")
+    assert version_key("debian") < version_key("2.10.0") < version_key("2.15.2")
     assert seconds("2m") == 120 and seconds("30s") == 30 and seconds("1h") == 3600
     assert NatsQueueOptions(dedupe_window="off").msg_ids is False
     assert NatsQueueOptions().msg_ids is True
+
+
+def test_a_rolling_upgrade_starts_each_node_on_the_server_it_runs_now():
+    db = Nats(NODES, NatsOptions(base="/data", version="debian", upgrade_to="2.15.2"))
+    assert db.versions() == ["debian", "2.15.2"]
+    assert db.node_versions() == {"n1": "debian", "n2": "debian", "n3": "debian"}
+    assert db.server("debian") == "/usr/sbin/nats-server"
+    assert NatsSystem.gate_rolling("debian", "2.15.2") == {
+        "version": "debian",
+        "upgrade_to": "2.15.2",
+    }
 
 
 def test_claims_follow_the_dedupe_window_and_quote_the_sync_interval():
@@ -72,3 +89,38 @@ def test_claims_follow_the_dedupe_window_and_quote_the_sync_interval():
     assert any("without Nats-Msg-Id" in n for n in notes)
     _, notes = NatsSystem.claims_of({**base, "sync": "always"})
     assert any("fsync after every message" in n for n in notes)
+
+
+def existing(**credentials) -> Existing:
+    node = ExistingNode("n1", "10.0.0.1:4222", {}, [], None)
+    return Existing("nats", "nats", {"n1": node}, credentials)
+
+
+@pytest.mark.parametrize(
+    "given, credentials, named",
+    [
+        ({"version": "2.14.9"}, {}, "--nats-version: configures brokers the tool runs"),
+        ({"sync": "always"}, {}, "--nats-sync: configures brokers"),
+        ({}, {"vhost": "/"}, "'vhost' is not for NATS's clients"),
+        ({}, {"user": "app"}, "'user' needs its 'password'"),
+        ({}, {"credentials_file": "/nonexistent/app.creds"}, "'credentials_file' .* not a file"),
+    ],
+)
+def test_an_existing_cluster_keeps_its_settings_and_needs_usable_credentials(
+    given, credentials, named
+):
+    with pytest.raises(OptionError, match=named):
+        NatsSystem.settings(given, existing=existing(**credentials), nodes=3)
+
+
+def test_an_existing_cluster_s_credentials_reach_the_clients_connection(tmp_path):
+    creds = tmp_path / "app.creds"
+    creds.write_text("-----BEGIN NATS USER JWT-----\n")
+    _, q = NatsSystem.settings(
+        {"replicas": 1}, existing=existing(user="app", password="s3"), nodes=1
+    )
+    assert q.credentials() == {"user": "app", "password": "s3"}
+    assert "s3" not in repr(q)
+    _, q = NatsSystem.settings({}, existing=existing(credentials_file=str(creds)), nodes=3)
+    assert q.credentials() == {"user_credentials": str(creds)}
+    assert NatsQueueOptions().credentials() == {}  # the tool's own servers: none
