@@ -8,6 +8,7 @@ readiness is seen."""
 from __future__ import annotations
 
 import logging
+import secrets
 import shlex
 import time
 from pathlib import Path
@@ -19,6 +20,12 @@ from .db import DBError, copy_dirs
 from .install import as_root
 
 log = logging.getLogger(__name__)
+
+
+def own_name() -> str:
+    """A name for the test's own topic, queue or stream on a cluster someone
+    else runs: unique, beside whatever the cluster holds."""
+    return f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
 
 
 class CommandLifecycle:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
-import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +17,7 @@ from harness.nodes.remote import Remote
 
 from ..client import Client, answer_within
 from ..db import DBError
+from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
@@ -113,7 +112,7 @@ class KafkaSystem(System):
         if ctx.existing:
             self.db = ExistingKafka(ctx.nodes, ctx.existing, db_opts)
             # a topic and group of the test's own, next to whatever the cluster holds
-            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+            own = own_name()
             q_opts = replace(q_opts, topic=own, group=own)
         else:
             self.db = kafka_class(db_opts)(ctx.nodes, db_opts)

@@ -28,11 +28,19 @@ import nats
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import DEFAULT_STATE, check_values, option
 
-from ..capabilities import BrokerState, Leaders, Membership, PowerLoss, RollingUpgrade
-from ..db import DBError, PidfileProcess, copy_dirs
+from ..capabilities import (
+    BrokerState,
+    DataFiles,
+    Leaders,
+    Membership,
+    PowerLoss,
+    RollingUpgrade,
+)
+from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
 from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats, version_key
+from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 
 PORT = 4222  # clients
 CLUSTER_PORT = 6222  # routes between servers (JetStream's Raft traffic rides on them)
@@ -142,8 +150,10 @@ def duration_s(text: str) -> float | None:
     return None
 
 
-class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade):
+class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, DataFiles):
     name = "nats"
+    FILE_KINDS = FILE_KINDS
+    DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
     READY_LINE = READY
     ready_poll = 0.2
 
@@ -167,6 +177,12 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade):
 
     def pidfile(self, node: Remote) -> str:
         return f"{self.dir(node)}/nats.pid"
+
+    def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
+        return files_of_kinds(node, f"{self.data(node)}/jetstream", file_kind, kinds)
+
+    def scratch(self, node: Remote) -> str:
+        return f"{self.dir(node)}/scratch"
 
     def config_file(self, node: Remote) -> str:
         return f"{self.dir(node)}/etc/nats.conf"

@@ -14,7 +14,6 @@ POWER_LOSS: dict[str, Any] = {
     "system": "nats",
 }
 
-# producers crashing with a publish in flight, twice a second, and publishing it again
 # an R2 stream's members moved by the JetStream API while servers are killed,
 # each fault on its own rhythm (a move takes 8-10 s)
 MEMBERSHIP_KILLS: dict[str, Any] = {
@@ -25,11 +24,26 @@ MEMBERSHIP_KILLS: dict[str, Any] = {
     "fault_targets": ["primaries", "one"],
 }
 
+# producers crashing with a publish in flight, twice a second, and publishing it again
 PRODUCER_CRASHES: dict[str, Any] = {
     "system": "nats",
     "nemesis": ["crash-client"],
     "crash_clients": "producers",
     "nemesis_interval": 0.5,
+}
+
+# A server killed and one of its stream's message blocks or Raft log blocks
+# bit-flipped or cut short while it is down (nemesis/file_corruption.py),
+# every write fsynced before its ack (Jepsen 2025 lost acknowledged messages
+# after such changes on a minority of 2.12.1's servers).
+FILE_CHANGES: dict[str, Any] = {
+    "system": "nats",
+    "nemesis": ["file-corruption"],
+    "file_faults": ["bitflip", "truncate"],
+    "file_kinds": ["stream-block", "raft-log"],
+    "nemesis_interval": 10.0,
+    **ENQUEUE_THEN_DRAIN,
+    "system_options": {"sync": "always"},
 }
 
 FINDINGS = [
@@ -67,6 +81,28 @@ FINDINGS = [
         "the control for membership changes: every write fsynced before its ack, members "
         "changed only through JetStream's own API, which places a new replica that catches "
         "up from the others",
+    ),
+    Finding(
+        Preset(
+            "nats-file-corruption-majority",
+            "NATS JetStream R3 stream, sync_interval always, two of three servers killed at "
+            "once and a message or Raft log block of each bit-flipped or cut short",
+            {**FILE_CHANGES, "fault_targets": ["majority"], "nemesis_interval": 20.0},
+        ),
+        {"at-least-once": False},
+        "an acknowledged publish is on a majority of the replicas; damage that majority's "
+        "copies and the two elect a leader between them without what was damaged",
+    ),
+    Finding(
+        Preset(
+            "nats-file-corruption-one",
+            "NATS JetStream R3 stream, sync_interval always, one server at a time killed and "
+            "a message or Raft log block of it bit-flipped or cut short",
+            FILE_CHANGES,
+        ),
+        {"at-least-once": True},
+        "the control: two servers hold every acknowledged message, so the damaged one must "
+        "be repaired from them (Jepsen 2025 found 2.12.1 lost acknowledged messages here)",
     ),
     Finding(
         Preset(

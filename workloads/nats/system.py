@@ -4,8 +4,6 @@ publishers and consumers on one replicated stream (client.py), its claims
 
 from __future__ import annotations
 
-import secrets
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +12,7 @@ from harness.nodes.remote import Remote
 from harness.options import OptionError
 
 from ..client import Client, answer_within
+from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
@@ -85,7 +84,7 @@ class NatsSystem(System):
             db_opts = replace(db_opts, base=ctx.data_base)
         self.db: Nats | ExistingNats
         if ctx.existing:  # a stream of the test's own beside theirs, deleted at the end
-            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+            own = own_name()
             self.options = replace(self.options, stream=own)
             self.db = ExistingNats(ctx.nodes, ctx.existing, db_opts, self.options)
         else:

@@ -4,8 +4,6 @@ queue clients (client.py) or rstream stream clients (stream.py), its claims
 
 from __future__ import annotations
 
-import secrets
-import time
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +11,7 @@ from harness.nodes.remote import Remote
 from harness.options import OptionError
 
 from ..client import Client, answer_within
+from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
@@ -89,7 +88,7 @@ class RabbitMQSystem(System):
         if db_opts.base is None:
             db_opts = replace(db_opts, base=ctx.data_base)
         if ctx.existing:
-            own = f"queuecheck-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+            own = own_name()
             self.options = replace(self.options, queue=own)
             self.db = ExistingRabbitMQ(ctx.nodes, ctx.existing, db_opts, self.options)
         else:

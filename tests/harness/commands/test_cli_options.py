@@ -55,6 +55,10 @@ from harness.run.options import RunError, RunOptions
             ["test", "--system", "nats", "--nemesis", "membership"],
             "--nemesis membership: the stream's 3 replicas span all 3 nodes",
         ),
+        (
+            ["test", "--system", "nats", "--nemesis", "file-corruption", "--file-kinds", "log"],
+            "--file-kinds: log is not a kind of nats's files (one of stream-block,",
+        ),
         (["test", "--acks", "1"], "--acks: an option of --system kafka, not rabbitmq"),
         (["test", "--system", "kafka", "--queue-type", "classic"], "--queue-type: an option of"),
         (["matrix", "--rows", "rabbitmq-auto-ack,mystery"], "--rows: unknown row 'mystery'"),

@@ -9,6 +9,7 @@ from harness.options import OptionError
 from workloads.nats.client import NatsQueueOptions, seconds
 from workloads.nats.db import Nats, NatsOptions
 from workloads.nats.dist import check_version, version_key
+from workloads.nats.files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from workloads.nats.system import NatsSystem
 
 
@@ -124,3 +125,27 @@ def test_an_existing_cluster_s_credentials_reach_the_clients_connection(tmp_path
     _, q = NatsSystem.settings({}, existing=existing(credentials_file=str(creds)), nodes=3)
     assert q.credentials() == {"user_credentials": str(creds)}
     assert NatsQueueOptions().credentials() == {}  # the tool's own servers: none
+
+
+@pytest.mark.parametrize(
+    "rel, kind",
+    [
+        ("$G/streams/qc-jobs/msgs/1.blk", "stream-block"),
+        ("$G/streams/qc-jobs/msgs/12.blk", "stream-block"),
+        ("$G/streams/qc-jobs/msgs/index.db", "stream-index"),
+        ("$G/streams/qc-jobs/meta.inf", "stream-meta"),
+        ("$G/streams/qc-jobs/meta.sum", "stream-meta"),
+        ("$G/streams/qc-jobs/obs/queuecheck/o.dat", "consumer"),
+        ("$SYS/_js_/S-R3F-x7Hk2/msgs/1.blk", "raft-log"),
+        ("$SYS/_js_/_meta_/msgs/index.db", "raft-log"),
+        ("$SYS/_js_/C-R3F-a1/snapshots/snap.2.180", "raft-snapshot"),
+        ("$SYS/_js_/_meta_/tav.idx", "raft-state"),
+        ("$SYS/_js_/_meta_/peers.idx", "raft-state"),
+        ("$G/streams/qc-jobs/msgs/1.blk.tmp", None),
+        ("$G/accounts.json", None),
+    ],
+)
+def test_each_file_of_the_store_has_its_kind(rel, kind):
+    assert file_kind(rel) == kind
+    assert kind is None or kind in FILE_KINDS
+    assert set(DEFAULT_FILE_KINDS) <= set(FILE_KINDS) == set(Nats.FILE_KINDS)
