@@ -206,13 +206,14 @@ def test_the_gate_decides_an_upgrade_from_debian_s_server_to_a_built_release(
     assert not [f for f in doc["findings"] if f["gated"] and f["outcome"] == "worse"]
 
 
-def test_one_server_s_files_corrupted_at_a_time_lose_nothing(cluster, tmp_path):
-    """`--nemesis file-corruption` on an R3 stream with every write fsynced
-    (the control row): one server at a time killed, one of its stream's
-    message blocks or Raft log blocks bit-flipped or cut short (each change
-    in the nemesis op), started again. Two servers hold every acknowledged
-    message, so the damaged one must be repaired from them, not believed:
-    nothing acknowledged lost, every server's copy the same at the end."""
+def test_one_server_s_raft_log_cut_short_at_a_time_loses_nothing(cluster, tmp_path):
+    """`--nemesis file-corruption` on an R3 stream with every write fsynced:
+    one server at a time killed and one of its Raft groups' log blocks cut
+    short (a torn tail; each change in the nemesis op), started again. Two
+    servers hold every acknowledged message, so the damaged one catches up
+    from them: nothing acknowledged lost, every server's copy the same at the
+    end. (A bit flipped in a stream's message block is not survived: the
+    nats-file-corruption-one finding, README.)"""
     opts = RunOptions(
         system="nats",
         state=str(cluster.state.parent),
@@ -224,8 +225,8 @@ def test_one_server_s_files_corrupted_at_a_time_lose_nothing(cluster, tmp_path):
         concurrency=4,
         producers=2,
         nemesis=["file-corruption"],
-        file_faults=["bitflip", "truncate"],
-        file_kinds=["stream-block", "raft-log"],
+        file_faults=["truncate"],
+        file_kinds=["raft-log"],
         nemesis_interval=4,
         seed=3,
     )
@@ -235,9 +236,8 @@ def test_one_server_s_files_corrupted_at_a_time_lose_nothing(cluster, tmp_path):
     changes = [c for v in struck for c in v["changes"]]
     assert len(struck) >= 2 and all(len(v["changes"]) == 1 for v in struck)  # one node each
     for c in changes:
-        assert c["kind"] in ("stream-block", "raft-log") and f"/{c['node']}/" in c["file"]
-        assert c["file"].endswith(".blk") or c["file"].endswith("index.db"), c
-        assert c["flips"] if c["change"] == "bitflip" else c["to"] < c["from"]
+        assert c["kind"] == "raft-log" and f"/{c['node']}/" in c["file"], c
+        assert "/$SYS/_js_/" in c["file"] and c["change"] == "truncate" and c["to"] < c["from"]
     counts = doc["counts"]
     assert counts["acknowledged"] > 1000
     assert counts["lost"] == 0 and counts["lost-write"] == 0 and counts["duplicate"] == 0
