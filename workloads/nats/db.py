@@ -109,18 +109,12 @@ class NatsOptions:
                 )
 
 
-def jetstream_request(
-    servers: list[str],
-    subject: str,
-    body: dict[str, Any] | None,
-    credentials: dict[str, Any],
-    timeout: float = 5.0,
-) -> dict[str, Any]:
-    """One JetStream API request through the first of `servers` that takes a
-    connection (with `credentials`: nats.connect's user/password or
-    user_credentials): the server's JSON answer, or {"why": ...} when none came."""
+def on_connection(servers: list[str], credentials: dict[str, Any], call) -> Any:
+    """`await call(nc)` on one short connection to the first of `servers`
+    that takes it (with `credentials`: nats.connect's user/password or
+    user_credentials), closed after; raises what connecting or `call` raised."""
 
-    async def ask() -> dict[str, Any]:
+    async def run() -> Any:
         nc = await nats.connect(
             servers=servers,
             connect_timeout=2,
@@ -129,14 +123,30 @@ def jetstream_request(
             **credentials,
         )
         try:
-            data = json.dumps(body).encode() if body is not None else b""
-            msg = await nc.request(subject, data, timeout=timeout)
-            return json.loads(msg.data or b"{}")
+            return await call(nc)
         finally:
             await nc.close()
 
+    return asyncio.run(run())
+
+
+def jetstream_request(
+    servers: list[str],
+    subject: str,
+    body: dict[str, Any] | None,
+    credentials: dict[str, Any],
+    timeout: float = 5.0,
+) -> dict[str, Any]:
+    """One JetStream API request through the first of `servers` that takes a
+    connection: the server's JSON answer, or {"why": ...} when none came."""
+
+    async def ask(nc) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else b""
+        msg = await nc.request(subject, data, timeout=timeout)
+        return json.loads(msg.data or b"{}")
+
     try:
-        return asyncio.run(ask())
+        return on_connection(servers, credentials, ask)
     except Exception as e:  # noqa: BLE001 - no answer under a fault is an answer
         return {"why": f"{type(e).__name__}: {e}"[:300]}
 

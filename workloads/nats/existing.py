@@ -11,11 +11,8 @@ is its server's `server_name`."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
-
-import nats
 
 from harness.nodes.existing import Existing
 from harness.nodes.remote import Remote
@@ -25,7 +22,7 @@ from ..capabilities import BrokerState, Leaders
 from ..db import DBError
 from ..existing import CommandLifecycle
 from .client import NatsQueueOptions
-from .db import NatsOptions, jetstream_request
+from .db import NatsOptions, jetstream_request, on_connection
 from .state import PARTITION
 
 # Options that configure servers the tool runs itself.
@@ -65,22 +62,12 @@ class ExistingNats(CommandLifecycle, Leaders, BrokerState):
     def server_version(self, node: Remote) -> str:
         """The version the node's server gives a connecting client (its INFO)."""
 
-        async def ask() -> str:
-            nc = await nats.connect(
-                self.url(node),
-                connect_timeout=2,
-                allow_reconnect=False,
-                max_reconnect_attempts=0,
-                **self.clients.credentials(),
-            )
-            try:
-                v = nc.connected_server_version
-                return f"{v.major}.{v.minor}.{v.patch}"
-            finally:
-                await nc.close()
+        async def version(nc) -> str:
+            v = nc.connected_server_version
+            return f"{v.major}.{v.minor}.{v.patch}"
 
         try:
-            return asyncio.run(ask())
+            return on_connection([self.url(node)], self.clients.credentials(), version)
         except Exception as e:  # noqa: BLE001 - recorded as not known
             return f"unknown ({type(e).__name__})"
 
