@@ -20,6 +20,8 @@ from typing import IO
 
 import paramiko
 
+EOF_GRACE = 2.0  # s after the exit status to wait for the rest of the output
+
 
 class RemoteError(RuntimeError):
     """A node could not be reached or a command failed; names the node."""
@@ -182,6 +184,7 @@ class Remote:
         chan.exec_command(cmd)
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
+        exited = None  # when the exit status came
         try:
             while True:
                 if chan.recv_ready():
@@ -189,12 +192,14 @@ class Remote:
                 elif chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
                 elif chan.exit_status_ready():
-                    # drain what is left
-                    while chan.recv_ready():
-                        out += chan.recv(65536)
-                    while chan.recv_stderr_ready():
-                        err += chan.recv_stderr(65536)
-                    break
+                    # sshd may send the exit status before the last of the
+                    # output (a CI run's `hostname; id -un` lost `root`): the
+                    # output is whole at EOF, which a command that leaves a
+                    # daemon holding its stdout never sends
+                    exited = exited or time.monotonic()
+                    if chan.eof_received or time.monotonic() - exited > EOF_GRACE:
+                        break
+                    time.sleep(0.005)
                 elif time.monotonic() > deadline:
                     raise RemoteError(f"{self.name}: `{cmd}` did not finish within {timeout:.0f} s")
                 else:

@@ -268,7 +268,9 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
         pidfile, log = q(self.pidfile(node)), q(self.log_file(node))
         r = node.run(
             f"rm -f {pidfile}; stat -c %s {log} 2>/dev/null || echo 0; "
-            f"cd {d} && setsid nohup {self.sbin(node, 'rabbitmq-server')} "
+            # cd first: as `cd && server &` the backgrounded list's subshell
+            # held the session's stdout as long as the VM ran
+            f"cd {d} || exit 1; setsid nohup {self.sbin(node, 'rabbitmq-server')} "
             f">> {d}/log/console.out 2>&1 < /dev/null & launcher=$!; "
             # the launcher (the server script) lives as long as the VM
             f'timeout 60 sh -c "while kill -0 $launcher 2>/dev/null && [ ! -s {pidfile} ]; '

@@ -148,9 +148,14 @@ def test_a_cluster_left_by_a_killed_session_is_taken_over_a_live_one_is_not(clus
         os.utime(m, (time.time() - 3600, time.time() - 3600))
     with pytest.raises(Exception, match="bridge qctbr9 exists but this cluster .* did not make it"):
         rerun.up()  # the first cluster is alive
-    for node in cluster.names():
-        pid = pid_alive(cluster.node_dir(node) / "sshd.pid")
-        os.kill(pid, 9)  # its session ends
+    pidfiles = [cluster.node_dir(node) / "sshd.pid" for node in cluster.names()]
+    for pidfile in pidfiles:
+        os.kill(pid_alive(pidfile), 9)  # its session ends
+    # ...and is gone: kill() returns before the process has exited (a CI run's
+    # rerun came while they still ran in their namespaces, and was refused)
+    deadline = time.monotonic() + 10
+    while any(map(pid_alive, pidfiles)) and time.monotonic() < deadline:
+        time.sleep(0.02)
     try:
         specs = rerun.up()
         assert rerun.status() == {n: f"up 10.77.9.1{i}" for i, n in enumerate(rerun.names(), 1)}
