@@ -50,13 +50,12 @@ from harness.options import AT_LEAST_ONE, Range, check_values, option
 from ..client import Op, complete, describe, dispatch, process_delivery
 from ..event_loop import EventLoop
 from ..sinks import Sink
-from .db import duration_s
+from .db import CONSUMER, duration_s
 
 log = logging.getLogger(__name__)
 
 PARTITION = 0  # a stream is one log: the offset checks see it as partition 0
 DRAIN_CHUNK = 1000
-CONSUMER = "queuecheck"  # the durable consumer every consumer process shares
 MSG_ID = "Nats-Msg-Id"
 
 

@@ -56,6 +56,11 @@ JETSTREAM_SHUT = (
 # to end the server.
 LAME_DUCK_WAIT = 5.0
 STOP_WAIT = 15.0
+CONSUMER = "queuecheck"  # the durable consumer every consumer process shares
+# A membership move: for the group to be current before it, and to show
+# the node gone after it.
+MOVE_WAIT = 20.0
+WHEN_WHOLE, ANY_TIME = "when-whole", "any-time"  # --nats-member-moves
 SYNC_DEFAULT = "2m"  # nats-server's own default sync_interval
 
 
@@ -83,6 +88,15 @@ class NatsOptions:
     )
     lazyfs: bool = option(
         False, "server data on lazyfs, which loses every write not fsynced at a power-loss fault"
+    )
+    member_moves: str = option(
+        WHEN_WHOLE,
+        "when `--nemesis membership` takes a member out: when-whole (an operator's way: "
+        "once the stream's and its consumer's groups have a leader and every replica "
+        "current, waiting 20 s at most, else the move is not made) or any-time (whenever "
+        "the JetStream API takes it)",
+        flag="--nats-member-moves",
+        choices=(WHEN_WHOLE, ANY_TIME),
     )
     base: str | None = None  # the nodes' data tree: the run's (RunContext.data_base)
     state: Path = field(default_factory=lambda: DEFAULT_STATE)  # where built servers are kept
@@ -128,6 +142,19 @@ def on_connection(servers: list[str], credentials: dict[str, Any], call) -> Any:
             await nc.close()
 
     return asyncio.run(run())
+
+
+def group_behind(what: str, cluster: dict[str, Any]) -> str | None:
+    """What a Raft group's cluster info (a stream's or a consumer's) says
+    keeps it from being whole: no leader, or a replica not current."""
+    if not cluster.get("leader"):
+        return f"{what}: no leader"
+    late = [r for r in cluster.get("replicas") or [] if not r.get("current")]
+    if late:
+        return f"{what}: " + ", ".join(
+            f"{r.get('name')}'s replica not current (lag {r.get('lag', '?')})" for r in late
+        )
+    return None
 
 
 def jetstream_request(
@@ -427,14 +454,29 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         """Asks the meta leader to take `node` out of each test stream's group
         (and its consumers'): `$JS.API.STREAM.PEER.REMOVE`, which places the
         replica on another server; then waits a little (20 s at most) for the
-        group to show it: the node gone, as many members as before."""
+        group to show it: the node gone, as many members as before.
+        With --nats-member-moves when-whole, one at a time as an operator
+        moves replicas: not while a replica of a stream or its consumer is
+        still catching up (20 s at most), else the last current copy may be
+        the one taken out (a cluster-test run did: the consumer's group was
+        left with one member, never healthy again)."""
         size = len(members)  # the group as asked just before
+        waited: dict[str, Any] = {}
+        if self.opts.member_moves == WHEN_WHOLE:
+            started = time.monotonic()
+            while (behind := self.group_behind()) and time.monotonic() < started + MOVE_WAIT:
+                waited.setdefault("waited-for-whole", behind)  # the first thing waited for
+                time.sleep(0.5)
+            if behind:
+                return {"removed": False, "why": f"not taken out: {behind}", "after": members}
+            if waited:
+                waited["waited-s"] = round(time.monotonic() - started, 1)
         answers = {
             stream: self.jetstream_api(f"$JS.API.STREAM.PEER.REMOVE.{stream}", {"peer": node})
             for stream in self.test_streams
         }
         done = all(a.get("success") for a in answers.values())
-        deadline = time.monotonic() + (20.0 if done else 0.0)
+        deadline = time.monotonic() + (MOVE_WAIT if done else 0.0)
         after = self.members()
         while (node in after or len(after) < size) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -442,7 +484,24 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         errors = {
             s: a.get("error") or a.get("why") for s, a in answers.items() if not a.get("success")
         }
-        return {"removed": done, **({"errors": errors} if errors else {}), "after": after}
+        return {
+            "removed": done,
+            **waited,
+            **({"errors": errors} if errors else {}),
+            "after": after,
+        }
+
+    def group_behind(self) -> str | None:
+        """What keeps a test stream's or its durable consumer's Raft group from
+        being whole (no leader, a replica not current); None when nothing does."""
+        for stream in self.test_streams:
+            why = group_behind(f"stream {stream}", self.stream_cluster(stream))
+            info = self.jetstream_api(f"$JS.API.CONSUMER.INFO.{stream}.{CONSUMER}", {})
+            if why or "cluster" in info:  # no consumer yet: nothing to wait for
+                why = why or group_behind(f"consumer {CONSUMER}", info["cluster"])
+            if why:
+                return why
+        return None
 
     def restore_members(self) -> dict[str, Any]:
         """The meta leader has placed each group on R servers by itself: nothing

@@ -74,8 +74,11 @@ FINDINGS = [
         Preset(
             "nats-sync-always-membership-kills",
             "NATS JetStream R2 stream on three servers, sync_interval always, a member taken "
-            "out (peer-remove) while servers are killed",
-            {**MEMBERSHIP_KILLS, "system_options": {"replicas": 2, "sync": "always"}},
+            "out (peer-remove) whenever the JetStream API takes it, while servers are killed",
+            {
+                **MEMBERSHIP_KILLS,
+                "system_options": {"replicas": 2, "sync": "always", "member_moves": "any-time"},
+            },
         ),
         {"at-least-once": True},
         "the control for membership changes: every write fsynced before its ack, members "

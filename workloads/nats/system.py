@@ -16,8 +16,8 @@ from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
-from .client import CONSUMER, NatsQueueClient, NatsQueueOptions, seconds
-from .db import Nats, NatsOptions, nats_class
+from .client import NatsQueueClient, NatsQueueOptions, seconds
+from .db import CONSUMER, Nats, NatsOptions, nats_class
 from .dist import check_version
 from .existing import BROKER_OPTIONS, ExistingNats
 from .presets import PRESETS
@@ -125,6 +125,7 @@ class NatsSystem(System):
             "ack_wait": q.ack_wait,
             "max_deliver": q.max_deliver,
             "nats_version": self.version_run(),
+            **({} if self.ctx.existing else {"member_moves": self.db.opts.member_moves}),
             **({"nats_upgrade_to": self.db.opts.upgrade_to} if self.db.opts.upgrade_to else {}),
         }
 

@@ -7,7 +7,7 @@ from harness.nodes.existing import Existing, ExistingNode
 from harness.nodes.remote import NodeSpec
 from harness.options import OptionError
 from workloads.nats.client import NatsQueueOptions, seconds
-from workloads.nats.db import Nats, NatsOptions
+from workloads.nats.db import Nats, NatsOptions, group_behind
 from workloads.nats.dist import check_version, version_key
 from workloads.nats.files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from workloads.nats.system import NatsSystem
@@ -149,3 +149,14 @@ def test_each_file_of_the_store_has_its_kind(rel, kind):
     assert file_kind(rel) == kind
     assert kind is None or kind in FILE_KINDS
     assert set(DEFAULT_FILE_KINDS) <= set(FILE_KINDS) == set(Nats.FILE_KINDS)
+
+
+def test_a_group_is_whole_only_with_a_leader_and_every_replica_current():
+    """What the membership move waits for before taking a member out: the
+    cluster info of a stream's or consumer's Raft group, as the servers give it."""
+    whole = {"leader": "n1", "replicas": [{"name": "n2", "current": True, "lag": 0}]}
+    assert group_behind("stream s", whole) is None
+    assert group_behind("stream s", {}) == "stream s: no leader"
+    late = {"leader": "n1", "replicas": [{"name": "n3", "current": False, "lag": 812}]}
+    assert group_behind("consumer c", late) == "consumer c: n3's replica not current (lag 812)"
+    assert group_behind("stream s", {"leader": "n2"}) is None  # R1: no followers

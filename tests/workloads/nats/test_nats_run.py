@@ -4,6 +4,7 @@ an R3 stream, faults aimed at the stream's leader, the final read of the
 stream, the Spark checker."""
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -134,19 +135,46 @@ def test_a_stream_s_members_moved_one_at_a_time_keeps_every_acked_message(cluste
     run_dir, doc = Run(opts).execute()
     ops = list(read_history(run_dir / "history.jsonl"))
     moves = [op["value"] for op in ops if op["f"] == "start-membership" and op["value"]]
-    assert len(moves) >= 2 and all(v["removed"] for v in moves), moves
-    for v in moves:  # a member of the group, out of it once the servers said so
+    made = [v for v in moves if v["removed"]]
+    assert made, moves
+    for v in made:  # a member of the group, out of it once the servers said so
         assert v["member"] in v["before"] and len(v["before"]) == 2
         assert v["member"] not in v["after"] and len(v["after"]) == 2
-    assert any(v["target"] == "primaries" and "fallback" not in v for v in moves)
+    # one at a time (--nats-member-moves when-whole, the default): a move
+    # not made names the group that was not whole
+    for v in moves:
+        assert v["removed"] or v["why"].startswith("not taken out: "), v
     stops = [op["value"] for op in ops if op["f"] == "stop-membership" and op["value"]]
     assert stops and all(len(v["members"]) == 2 for v in stops)
     counts = doc["counts"]
     assert counts["acknowledged"] > 500
-    assert counts["lost"] == 0 and counts["lost-write"] == 0 and counts["duplicate"] == 0
-    assert doc["properties"]["at-least-once"] == {"valid": True, "claimed": True, "exercised": True}
-    assert doc["history"]["final-read-complete"] is True
+    assert counts["lost-write"] == 0 and counts["duplicate"] == 0
     print(f"\nnats membership: {[(v['member'], v['before'], v['after']) for v in moves]}; {counts}")
+    if doc["history"]["final-read-complete"]:
+        assert len(made) == len(moves) >= 2
+        assert any(v["target"] == "primaries" and "fallback" not in v for v in made)
+        assert counts["lost"] == 0
+        held = {"valid": True, "claimed": True, "exercised": True}
+        assert doc["properties"]["at-least-once"] == held
+        return
+    # NATS 2.15.2 (README, the membership finding): a move can leave the
+    # durable consumer's Raft group with one member that is never healthy
+    # again, not even after every server is restarted (the servers' logs:
+    # `Evicted peers [...], cluster size is now 1` on the consumer's group,
+    # then `Consumer create failed, could not locate stream` where it was to
+    # go); seen once so far. No move is made after it (the group is
+    # never whole again), nothing can be read to the end, and the run must
+    # say so: undecided, naming the consumer, never a loss.
+    assert all("consumer" in v["why"] for v in moves if not v["removed"])
+    stats = json.loads((run_dir / "stats.json").read_text())
+    assert stats["recovered"] is False
+    assert "JetStream consumer" in stats["recovery-error"]
+    assert "is not current: group node unhealthy" in stats["recovery-error"]
+    assert doc["properties"]["at-least-once"]["valid"] == "unknown"
+    assert "no complete final drain" in doc["properties"]["at-least-once"]["reason"]
+    warnings.warn(
+        f"NATS's membership finding struck this run: {stats['recovery-error'][:300]}", stacklevel=1
+    )
 
 
 def test_the_gate_decides_an_upgrade_from_debian_s_server_to_a_built_release(
