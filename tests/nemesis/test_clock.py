@@ -18,6 +18,7 @@ from tests.here import Here
 from workloads.clock import FakedClock
 from workloads.kafka.db import ClockedKafka, Kafka, KafkaOptions, kafka_class
 from workloads.kafka.existing import ExistingKafka
+from workloads.nats.db import ClockedNats, Nats, NatsOptions, nats_class
 from workloads.rabbitmq.db import ClockedRabbitMQ, RabbitMQ, RabbitMQOptions, rabbitmq_class
 
 pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
@@ -107,11 +108,15 @@ def settings(**kw):
 
 
 def test_brokers_not_started_under_libfaketime_are_refused_by_name():
-    for db in (Kafka, RabbitMQ, ExistingKafka):
+    for db in (Kafka, RabbitMQ, ExistingKafka, Nats):
         with pytest.raises(OptionError, match=r"--nemesis clock: .* \(--faketime starts them"):
             ClockNemesis.refuse(db, settings())
-    for db in (ClockedKafka, ClockedRabbitMQ):
+    for db in (ClockedKafka, ClockedRabbitMQ, ClockedNats):
         ClockNemesis.refuse(db, settings())
+    assert nats_class(NatsOptions(faketime=True)) is ClockedNats
+    assert nats_class(NatsOptions(faketime=True, lazyfs=True)).__name__ == "ClockedLazyfsNats"
+    with pytest.raises(ValueError, match="--faketime: Debian's nats-server is a package"):
+        NatsOptions(faketime=True, version="debian")
     assert kafka_class(KafkaOptions(faketime=True)) is ClockedKafka
     assert kafka_class(KafkaOptions(faketime=True, lazyfs=True)).__name__ == "ClockedLazyfsKafka"
     assert rabbitmq_class(RabbitMQOptions(faketime=True)) is ClockedRabbitMQ

@@ -1,16 +1,19 @@
-"""The clock fault on real brokers, started under libfaketime (--faketime):
-they keep serving, and what each one's own clock says follows the offset
-the fault wrote for its node, then comes back to the host's at the stop.
+"""The clock fault on real brokers, started under libfaketime (--faketime),
+or for nats-server, a build of it that reads the same offset file: they
+keep serving, and what each one's own clock says follows the offset the
+fault wrote for its node, then comes back to the host's at the stop.
 Kafka's leader stamps a LogAppendTime record with its clock; RabbitMQ's VM
 answers os:system_time (its erlang:system_time, in multi-time-warp mode,
 follows too, but only once ERTS next compares it with the OS's clock: 35
-and 60 s after a jump, measured here; README, Clocks)."""
+and 60 s after a jump, measured here; README, Clocks); nats-server gives
+its time.Now in /varz."""
 
 from __future__ import annotations
 
 import random
 import re
 import time
+from datetime import datetime
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
@@ -19,6 +22,7 @@ from kafka.admin import NewTopic
 from nemesis.clock import ClockNemesis
 from tests.clusters import db_on_own_cluster, wait_until
 from workloads.kafka.db import ClockedKafka, KafkaOptions
+from workloads.nats.db import ClockedNats, NatsOptions
 from workloads.rabbitmq.db import ClockedRabbitMQ, RabbitMQOptions
 
 pytestmark = pytest.mark.integration
@@ -48,6 +52,19 @@ def rabbit(tmp_path_factory):
         "10.77.32.0/24",
         "qcgbr32",
         "qcg-",
+    ) as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def nats(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("nats"))
+    with db_on_own_cluster(
+        tmp_path_factory,
+        lambda nodes: ClockedNats(nodes, NatsOptions(base=base, faketime=True)),
+        "10.77.35.0/24",
+        "qcybr35",
+        "qcy-",
     ) as db:
         yield db
 
@@ -129,3 +146,22 @@ def test_a_rabbitmq_node_s_vm_reads_the_clock_the_fault_set(rabbit):
         return {name_of[n]: (int(ms) / 1000, before, after) for n, ms in said.items()}
 
     bumped_and_back(rabbit, read_clocks)
+
+
+def test_a_nats_server_s_own_clock_follows_the_fault(nats):
+    """nats-server is a static Go program: libfaketime cannot move its clock
+    (README, Clocks), so --faketime runs a build whose time.Now adds the
+    offset (workloads/nats/goclock/). /varz's `now` is that time.Now."""
+
+    def read_clocks() -> dict[str, tuple[float, float, float]]:
+        out = {}
+        for node in nats.nodes:
+            before = time.time()
+            status, varz = nats.monitor(node, "/varz")
+            assert status == 200, varz
+            now = datetime.fromisoformat(varz["now"].replace("Z", "+00:00"))
+            out[node.name] = (now.timestamp(), before, time.time())
+        return out
+
+    bumped_and_back(nats, read_clocks)
+    assert all(nats.healthy(n) is None for n in nats.nodes)  # JetStream too

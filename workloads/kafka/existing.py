@@ -33,6 +33,7 @@ BROKER_OPTIONS = (
     "flush_messages",
     "transaction_version",
     "lazyfs",
+    "faketime",
 )
 
 

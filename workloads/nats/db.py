@@ -30,12 +30,14 @@ from harness.options import DEFAULT_STATE, check_values, option
 
 from ..capabilities import (
     BrokerState,
+    Clocks,
     DataFiles,
     Leaders,
     Membership,
     PowerLoss,
     RollingUpgrade,
 )
+from ..clock import ClockFile
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
@@ -56,6 +58,7 @@ JETSTREAM_SHUT = (
 # to end the server.
 LAME_DUCK_WAIT = 5.0
 STOP_WAIT = 15.0
+GO_CLOCK_FILE = "QUEUECHECK_CLOCK_FILE"  # what goclock/qc_clock.go reads
 CONSUMER = "queuecheck"  # the durable consumer every consumer process shares
 # A membership move: for the group to be current before it, and to show
 # the node gone after it.
@@ -89,6 +92,11 @@ class NatsOptions:
     lazyfs: bool = option(
         False, "server data on lazyfs, which loses every write not fsynced at a power-loss fault"
     )
+    faketime: bool = option(
+        False,
+        "servers read their wall clock from an offset the clock fault sets: a build of "
+        "the release whose time.Now adds it (a static Go program, beyond libfaketime)",
+    )
     member_moves: str = option(
         WHEN_WHOLE,
         "when `--nemesis membership` takes a member out: when-whole (an operator's way: "
@@ -112,6 +120,11 @@ class NatsOptions:
             raise ValueError(
                 "--nats-sync: Debian's nats-server (2.9.10) has no sync_interval (it came in "
                 "2.10): leave it at its default"
+            )
+        if self.faketime and DEBIAN in (self.version, self.upgrade_to):
+            raise ValueError(
+                "--faketime: Debian's nats-server is a package, not built here with the "
+                "clock fault's reader: pick a release (x.y.z)"
             )
         if self.upgrade_to is not None:
             check_version(self.upgrade_to, "--nats-upgrade-to")
@@ -239,7 +252,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
 
     def built(self, version: str) -> Path:
         """This machine's directory of the version's binary (built once)."""
-        return ensure_nats(version, self.opts.state)
+        return ensure_nats(version, self.opts.state, clocked=self.opts.faketime)
 
     def server(self, version: str) -> str:
         """The version's nats-server binary on the nodes."""
@@ -654,6 +667,25 @@ class LazyfsNats(Nats, PowerLoss):
         self.start(node)
 
 
+class GoClock(ClockFile):
+    """A clocked build of nats-server (ensure_nats(clocked=True)) reads its
+    wall clock's offset from the node's clock file, named in its start
+    command's environment."""
+
+    def launch_env(self, node: Remote) -> dict[str, str]:
+        return {**super().launch_env(node), GO_CLOCK_FILE: self.clock_file_made(node)}
+
+
+class ClockedNats(GoClock, Nats, Clocks):
+    """NATS whose servers read a clock the clock fault sets (--faketime)."""
+
+
+class ClockedLazyfsNats(GoClock, LazyfsNats, Clocks):
+    """--faketime and --lazyfs."""
+
+
 def nats_class(opts: NatsOptions) -> type[Nats]:
     """The lifecycle class of servers the tool runs with these options."""
+    if opts.faketime:
+        return ClockedLazyfsNats if opts.lazyfs else ClockedNats
     return LazyfsNats if opts.lazyfs else Nats

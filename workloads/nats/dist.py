@@ -10,11 +10,16 @@ stamp file marks a complete build, so a second call builds nothing.
 apt-get (2.9.10 on Debian 12: older than the 2.10.23 fix of streams
 forgotten after kill -9, nats-server#6888).
 
-    python -m workloads.nats.dist [VERSION]    # builds, prints the bin dir
+A clocked build (`--faketime`: the clock fault sets its wall clock, which
+libfaketime cannot do to a static Go program) is the same module built with
+package time changed (clock_overlay) into `<state>/nats/<version>-clocked/`.
+
+    python -m workloads.nats.dist [VERSION]    # builds both, prints their bin dirs
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -32,6 +37,9 @@ DEBIAN_VERSION = "2.9.10"  # Debian 12's package
 MODULE = "github.com/nats-io/nats-server/v2"
 BINARY = "nats-server"
 STAMP = ".queuecheck-complete"
+CLOCK_SOURCE = Path(__file__).with_name("goclock") / "qc_clock.go"
+NOW_BEGINS = "func Now() Time {\n\tsec, nsec, mono := runtimeNow()\n"
+NOW_SHIFTED = "\tsec, nsec = qcShift(sec, nsec) // queuecheck: the clock fault's offset\n"
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -50,12 +58,40 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in (DEBIAN_VERSION if version == DEBIAN else version).split("."))
 
 
-def ensure_nats(version: str = DEFAULT_VERSION, state: Path = DEFAULT_STATE) -> Path:
-    """The directory holding `version`'s nats-server binary, built if missing."""
+def clock_overlay(go: str, into: Path) -> Path:
+    """`go build -overlay` for a server whose wall clock the clock fault sets:
+    package time gains goclock/qc_clock.go and its Now calls qcShift. The
+    patched time.go is made from this machine's Go: a Go whose Now begins
+    otherwise is named, not guessed at."""
+    goroot = subprocess.run(
+        [go, "env", "GOROOT"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    time_go = Path(goroot) / "src" / "time" / "time.go"
+    source = time_go.read_text()
+    if source.count(NOW_BEGINS) != 1:
+        raise NatsDistError(f"{time_go}: Now does not begin as expected ({NOW_BEGINS!r})")
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "time.go").write_text(source.replace(NOW_BEGINS, NOW_BEGINS + NOW_SHIFTED))
+    replace = {
+        str(time_go): str(into / "time.go"),
+        str(time_go.with_name(CLOCK_SOURCE.name)): str(CLOCK_SOURCE),
+    }
+    overlay = into / "overlay.json"
+    overlay.write_text(json.dumps({"Replace": replace}))
+    return overlay
+
+
+def ensure_nats(
+    version: str = DEFAULT_VERSION, state: Path = DEFAULT_STATE, clocked: bool = False
+) -> Path:
+    """The directory holding `version`'s nats-server binary, built if missing;
+    `clocked`, a build whose wall clock the clock fault sets (clock_overlay)."""
     check_version(version)
     if version == DEBIAN:
         raise ValueError("ensure_nats: Debian's nats-server is installed on the nodes, not built")
-    bin_dir = Path(state).resolve() / "nats" / version / "bin"
+    bin_dir = (
+        Path(state).resolve() / "nats" / (f"{version}-clocked" if clocked else version) / "bin"
+    )
     if (bin_dir / STAMP).exists():
         return bin_dir
     go = shutil.which("go")
@@ -65,9 +101,10 @@ def ensure_nats(version: str = DEFAULT_VERSION, state: Path = DEFAULT_STATE) -> 
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     env = {**os.environ, "GOBIN": str(partial), "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    flags = [f"-overlay={clock_overlay(go, bin_dir.with_name('overlay'))}"] if clocked else []
     try:
         p = subprocess.run(
-            [go, "install", f"{MODULE}@v{version}"],
+            [go, "install", *flags, f"{MODULE}@v{version}"],
             capture_output=True,
             text=True,
             timeout=1800,
@@ -93,6 +130,8 @@ def ensure_nats(version: str = DEFAULT_VERSION, state: Path = DEFAULT_STATE) -> 
 
 if __name__ == "__main__":
     try:
-        print(ensure_nats(*(sys.argv[1:2] or [DEFAULT_VERSION])))
+        version = (sys.argv[1:2] or [DEFAULT_VERSION])[0]
+        print(ensure_nats(version))
+        print(ensure_nats(version, clocked=True))  # for --faketime
     except (DBError, ValueError) as e:
         sys.exit(f"error: {e}")

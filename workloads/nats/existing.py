@@ -26,7 +26,7 @@ from .db import NatsOptions, jetstream_request, on_connection
 from .state import PARTITION
 
 # Options that configure servers the tool runs itself.
-BROKER_OPTIONS = ("version", "sync", "upgrade_to", "lazyfs", "member_moves")
+BROKER_OPTIONS = ("version", "sync", "upgrade_to", "lazyfs", "member_moves", "faketime")
 
 
 class ExistingNats(CommandLifecycle, Leaders, BrokerState):

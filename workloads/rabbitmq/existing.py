@@ -27,7 +27,13 @@ from .db import RabbitMQOptions
 from .leaders import QueueLeaders
 
 # Options that configure brokers the tool runs itself.
-BROKER_OPTIONS = ("partition_handling", "net_ticktime", "rabbitmq_home", "upgrade_home")
+BROKER_OPTIONS = (
+    "partition_handling",
+    "net_ticktime",
+    "rabbitmq_home",
+    "upgrade_home",
+    "faketime",
+)
 
 
 class ExistingRabbitMQ(CommandLifecycle, QueueLeaders, BrokerState):
