@@ -68,7 +68,7 @@ kafka-jars: setup
 # NATS's server built from its Go module at the pinned version, cached in
 # .state/nats/<version>/bin (a no-op once there).
 nats-server: setup
-	$(call step,the NATS server (go install),nats-server,$(BIN)/python -m workloads.nats.dist)
+	$(call step,the NATS server and its clocked build (go install),nats-server,$(BIN)/python -m workloads.nats.dist)
 
 demo: setup kafka-jars
 	$(BIN)/queuecheck demo
