@@ -30,43 +30,38 @@ pytestmark = pytest.mark.integration
 SLACK = 3.0  # seconds: the brokers read their offset at most a second late
 
 
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("kafka"))
+def clocked(tmp_path_factory, db_class, options_class, subnet, bridge, prefix):
+    """A broker of `db_class` under --faketime on a cluster of its own."""
+    base = str(tmp_path_factory.mktemp(prefix.rstrip("-")))
     with db_on_own_cluster(
         tmp_path_factory,
-        lambda nodes: ClockedKafka(nodes, KafkaOptions(base=base, faketime=True)),
-        "10.77.31.0/24",
-        "qccbr31",
-        "qcc-",
+        lambda nodes: db_class(nodes, options_class(base=base, faketime=True)),
+        subnet,
+        bridge,
+        prefix,
     ) as db:
         yield db
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    yield from clocked(
+        tmp_path_factory, ClockedKafka, KafkaOptions, "10.77.31.0/24", "qccbr31", "qcc-"
+    )
 
 
 @pytest.fixture(scope="module")
 def rabbit(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("rabbit"))
-    with db_on_own_cluster(
-        tmp_path_factory,
-        lambda nodes: ClockedRabbitMQ(nodes, RabbitMQOptions(base=base, faketime=True)),
-        "10.77.32.0/24",
-        "qcgbr32",
-        "qcg-",
-    ) as db:
-        yield db
+    yield from clocked(
+        tmp_path_factory, ClockedRabbitMQ, RabbitMQOptions, "10.77.32.0/24", "qcgbr32", "qcg-"
+    )
 
 
 @pytest.fixture(scope="module")
 def nats(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("nats"))
-    with db_on_own_cluster(
-        tmp_path_factory,
-        lambda nodes: ClockedNats(nodes, NatsOptions(base=base, faketime=True)),
-        "10.77.35.0/24",
-        "qcybr35",
-        "qcy-",
-    ) as db:
-        yield db
+    yield from clocked(
+        tmp_path_factory, ClockedNats, NatsOptions, "10.77.35.0/24", "qcybr35", "qcy-"
+    )
 
 
 def follows(read_clocks, offsets: dict[str, float]) -> None:
