@@ -471,8 +471,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         With --nats-member-moves when-whole, one at a time as an operator
         moves replicas: not while a replica of a stream or its consumer is
         still catching up (20 s at most), else the last current copy may be
-        the one taken out (a cluster-test run did: the consumer's group was
-        left with one member, never healthy again)."""
+        the one taken out."""
         size = len(members)  # the group as asked just before
         waited: dict[str, Any] = {}
         if self.opts.member_moves == WHEN_WHOLE:
@@ -509,9 +508,10 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         being whole (no leader, a replica not current); None when nothing does."""
         for stream in self.test_streams:
             why = group_behind(f"stream {stream}", self.stream_cluster(stream))
-            info = self.jetstream_api(f"$JS.API.CONSUMER.INFO.{stream}.{CONSUMER}", {})
-            if why or "cluster" in info:  # no consumer yet: nothing to wait for
-                why = why or group_behind(f"consumer {CONSUMER}", info["cluster"])
+            if not why:
+                info = self.jetstream_api(f"$JS.API.CONSUMER.INFO.{stream}.{CONSUMER}", {})
+                if "cluster" in info:  # else no consumer yet: nothing to wait for
+                    why = group_behind(f"consumer {CONSUMER}", info["cluster"])
             if why:
                 return why
         return None
