@@ -45,6 +45,21 @@ def pytest_runtest_setup(item):
         os.nice(10)  # this worker and all it starts later (Spark's JVM)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that ran the harness gets its runs' digest first in its
+    report: CI keeps the output, not the run directories."""
+    outcome = yield
+    report = outcome.get_result()
+    tmp_path = getattr(item, "funcargs", {}).get("tmp_path")
+    if report.failed and tmp_path is not None:
+        from tests.run_digest import digest
+
+        text = digest(tmp_path)
+        if text:
+            report.sections.insert(0, ("run digest", text))
+
+
 @pytest.fixture(scope="session")
 def spark():
     from checkers.spark import spark_session

@@ -362,7 +362,10 @@ def test_transactions_under_kills_are_checked(state, tmp_path, client):
         state,
         tmp_path,
         {"txn": True, "send_batch": 3, "client": client, **tv},
-        time_limit=20,
+        # seed 3: a kill, then the fence. The kill's start and stop took 3 s
+        # each here (the coordinator asked for, SIGKILL, a restart); a CI run
+        # twice as slow left the fence no time in 20 s
+        time_limit=26,
         nemesis=["kill", "fence"],
         nemesis_interval=3,
         fault_targets=["txn-coordinator"],

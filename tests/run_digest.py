@@ -1,0 +1,74 @@
+"""A failed cluster test's evidence, short enough for CI's output: its run
+directories live in the test's tmp_path, which CI's machine does not keep,
+so the report carries what a reader needs to find a cause (the faults and
+when they took effect, how the operations ended and their first errors,
+the harness's warnings, the brokers' last errors)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+MOST_RUNS = 3
+WIDTH = 220
+BROKER_LOGS = ("server.log", "console.out", "nats.log", "rabbit.log")
+OWN_LOGGERS = ("harness.", "workloads.", "nemesis.", "checkers.")
+ALARMS = (" ERROR ", " FATAL ", "[ERR]", "[FTL]", "[error]", "Exception")
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
+
+
+def history_lines(history: Path) -> list[str]:
+    out, counts, errors = [], Counter(), {}
+    with history.open() as f:
+        for line in f:
+            try:
+                op = json.loads(line)
+            except ValueError:
+                out.append(f"  unreadable line: {clip(line.strip())}")
+                continue
+            at = f"{op.get('time', 0) / 1e9:7.2f}s"
+            if op.get("process") == "nemesis":
+                what = op.get("error") or json.dumps(op.get("value"), sort_keys=True)
+                out.append(f"  {at} nemesis {op.get('f')} {clip(str(what))}")
+                continue
+            key = (op.get("f"), op.get("type"))
+            counts[key] += 1
+            if op.get("error") and key not in errors:
+                errors[key] = f"{at} process {op.get('process')}: {clip(str(op['error']))}"
+    out.append("  ops: " + ", ".join(f"{f} {t} {n}" for (f, t), n in sorted(counts.items())))
+    out += [f"  first {f} {t}: {e}" for (f, t), e in sorted(errors.items())]
+    return out
+
+
+def log_alarms(path: Path, most: int, keep=lambda line: True) -> list[str]:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    hits = [line for line in lines if any(a in line for a in ALARMS + (" WARNING ",))]
+    hits = [line for line in hits if keep(line)]
+    return [f"  {path.parent.name}/{path.name}: {clip(line)}" for line in hits[-most:]]
+
+
+def ours(line: str) -> bool:
+    """A harness.log line of queuecheck's own loggers, not a client library's."""
+    words = line.split()
+    return len(words) > 3 and words[3].startswith(OWN_LOGGERS)
+
+
+def digest(root: Path) -> str:
+    """The digest of every run under `root` (at most a few), "" if none."""
+    parts = []
+    for history in sorted(root.rglob("history.jsonl"))[:MOST_RUNS]:
+        run = history.parent
+        parts.append(f"run {run}")
+        parts += history_lines(history)
+        parts += log_alarms(run / "harness.log", 15, ours)
+        for node in sorted((run / "nodes").glob("*")):
+            for name in BROKER_LOGS:
+                parts += log_alarms(node / name, 6)
+    return "\n".join(parts)

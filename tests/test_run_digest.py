@@ -1,0 +1,41 @@
+import json
+
+from tests.run_digest import digest
+
+
+def test_a_failed_runs_digest_has_its_faults_outcomes_first_errors_and_our_warnings(tmp_path):
+    run = tmp_path / "store" / "kafka" / "20261128T000000"
+    (run / "nodes" / "n1").mkdir(parents=True)
+    ops = [
+        {"process": "nemesis", "type": "info", "f": "start-kill", "value": None, "time": 3e9},
+        {
+            "process": "nemesis",
+            "type": "info",
+            "f": "start-kill",
+            "value": {"nodes": ["n2"]},
+            "time": 9.5e9,
+        },
+        {"process": 0, "type": "invoke", "f": "txn", "value": {}, "time": 1e9},
+        {"process": 0, "type": "fail", "f": "txn", "value": {}, "error": "fenced", "time": 2e9},
+        {"process": 1, "type": "fail", "f": "txn", "value": {}, "error": "later", "time": 4e9},
+    ]
+    (run / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops) + "{oops\n")
+    (run / "harness.log").write_text(
+        "2026-11-28 20:02:30,329 WARNING kafka.net.manager: Bootstrap failed\n"
+        "2026-11-28 20:02:31,000 WARNING harness.run.interpreter: slot 1 abandoned a stuck txn\n"
+        "2026-11-28 20:02:32,000 INFO harness.run: final phase\n"
+    )
+    (run / "nodes" / "n1" / "server.log").write_text(
+        "[2026] INFO all well\n[2026] ERROR [ReplicaManager broker=1] NotEnoughReplicas\n"
+    )
+    text = digest(tmp_path)
+    assert '   9.50s nemesis start-kill {"nodes": ["n2"]}' in text
+    assert "ops: txn fail 2, txn invoke 1" in text
+    assert "first txn fail:    2.00s process 0: fenced" in text and "later" not in text
+    assert "unreadable line: {oops" in text
+    assert "slot 1 abandoned" in text and "Bootstrap failed" not in text
+    assert "n1/server.log: [2026] ERROR [ReplicaManager" in text and "all well" not in text
+
+
+def test_no_run_no_digest(tmp_path):
+    assert digest(tmp_path) == ""
