@@ -63,7 +63,8 @@ def ours(line: str) -> bool:
 def digest(root: Path) -> str:
     """The digest of every run under `root` (at most a few), "" if none."""
     parts = []
-    for history in sorted(root.rglob("history.jsonl"))[:MOST_RUNS]:
+    runs = sorted({h.resolve() for h in root.rglob("history.jsonl")})  # "latest" links too
+    for history in runs[:MOST_RUNS]:
         run = history.parent
         parts.append(f"run {run}")
         parts += history_lines(history)

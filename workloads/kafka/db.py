@@ -45,6 +45,7 @@ from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answe
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyMount, lose
 from .admin import Admin, partition_leaders, unfenced_brokers
+from .cds import ensure_archive, sharing
 from .coordinators import KafkaCoordinators
 from .dist import DEFAULT_VERSION, ensure_kafka, version_key
 from .files import FILE_KINDS, file_kind
@@ -60,8 +61,8 @@ TOOL_JVM = "-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def tool_java(libs: str) -> str:
-    """`java` for one of Kafka's tools, its classes from `libs`."""
-    return f"java {TOOL_JVM} -cp {shlex.quote(libs)}/'*'"
+    """`java` for one of Kafka's tools, its classes from `libs` (and their archive)."""
+    return f"java {TOOL_JVM} {sharing(libs)} -cp {shlex.quote(libs)}/'*'"
 
 
 @dataclass
@@ -258,12 +259,12 @@ class Kafka(
         return [f"{self.dir(node)}/log"]
 
     def java(self, node: Remote, heap: str) -> str:
-        d = self.dir(node)
+        d, libs = self.dir(node), self.dist(self.running[node.name]).node_libs
         return (
             f"java -Xms{heap} -Xmx{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "
             "-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true "
-            f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties "
-            f"-cp {shlex.quote(self.dist(self.running[node.name]).node_libs)}/'*'"
+            f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties {sharing(libs)} "
+            f"-cp {shlex.quote(libs)}/'*'"
         )
 
     # -- configuration ----------------------------------------------------
@@ -377,6 +378,9 @@ class Kafka(
                 for d in [self.dist(v)]
             },
         }
+        for v in self.versions():
+            libs = self.dist(v).node_libs
+            self.installed[node.name][f"class archive {v}"] = ensure_archive(node, libs, TOOL_JVM)
         if self.lazy:
             self.installed[node.name].update(self.lazy.install(node))
 

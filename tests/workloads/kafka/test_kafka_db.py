@@ -11,7 +11,8 @@ from kafka.admin import NewTopic
 from tests.clusters import db_on_own_cluster, wait_until
 from workloads.db import DBError
 from workloads.install import manifest, push_dir
-from workloads.kafka.db import Kafka, KafkaOptions
+from workloads.kafka.cds import archive, ensure_archive
+from workloads.kafka.db import TOOL_JVM, Kafka, KafkaOptions, tool_java
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +54,27 @@ def test_jars_are_pushed_once_and_checked_by_checksum(kafka, tmp_path):
     n2.run(f"printf x >> {jar}")
     assert push_dir(n2, kafka.libs, target, kafka.listing).startswith("pushed ")
     assert n2.run(f"cd {target} && sha256sum --quiet -c .queuecheck-manifest").exit == 0
+
+
+def test_the_brokers_and_tools_share_one_class_archive_made_once_and_remade_when_stale(kafka):
+    """The first node made the archive of the jars it pushed (its own broker
+    on its loopback, stopped cleanly); the others found it usable; every
+    broker maps it. One that no longer fits (cut short: it would crash the
+    JVM that maps it) is refused and made again."""
+    n1, n2, n3 = kafka.nodes
+    libs = kafka.node_libs
+    assert kafka.installed["n1"][f"class archive {kafka.opts.version}"].startswith("made in ")
+    assert {kafka.installed[n.name][f"class archive {kafka.opts.version}"] for n in (n2, n3)} == {
+        "present"
+    }
+    for node in kafka.nodes:
+        assert archive(libs) in node.run(f"cat /proc/{kafka.pid(node)}/maps").out, node.name
+    # replaced, never written in place: the running brokers keep the old one mapped
+    a = archive(libs)
+    n2.run(f"head -c 100000 {a} > {a}.cut && mv {a}.cut {a}")
+    assert ensure_archive(n2, libs, TOOL_JVM).startswith("made in ")
+    assert ensure_archive(n3, libs, TOOL_JVM) == "present"
+    assert n3.run(f"{tool_java(libs)} -Xshare:on -version", check=False).exit == 0
 
 
 def test_an_executable_arrives_executable_and_one_that_lost_its_mode_is_sent_again(kafka, tmp_path):
