@@ -90,7 +90,7 @@ class RollingUpgrade:
         quiet_left = self.sync_timeout
         start = time.monotonic()
         give_up = start + STEP_WAIT_TIMEOUTS * self.sync_timeout
-        under_fault = 0.0
+        under_fault, started_again = 0.0, 0
         while True:
             faulted, begun = bool(self.schedule.active_names), self.schedule.faults_begun
             began = time.monotonic()
@@ -107,8 +107,28 @@ class RollingUpgrade:
                 break
             if quiet_left <= 0 or time.monotonic() >= give_up:
                 break
+            started_again += self._start_if_it_died(node)
         waited = time.monotonic() - start
-        return {**seen, "waited-s": round(waited, 1), "under-fault-s": round(under_fault, 1)}
+        again = {"started-again": started_again} if started_again else {}
+        return {
+            **seen,
+            "waited-s": round(waited, 1),
+            "under-fault-s": round(under_fault, 1),
+            **again,
+        }
+
+    def _start_if_it_died(self, node: Remote) -> bool:
+        """The node's broker ended by itself while no fault is in effect (a
+        fault's own stop restarts what it struck): started again, as a
+        rollout restarts a node that failed to come up. RabbitMQ 3.10 exits
+        at boot when a peer drops out of its feature-flag check: a CI run's
+        partition cut one off just then, and the node stayed down for good."""
+        with self.schedule.lock:
+            if self.schedule.active_names or self.db.pid(node) is not None:
+                return False
+            log.info("%s: its broker ended after the upgrade: started again", node.name)
+            self.db.start(node)
+            return True
 
     def _read_finalized(self) -> dict[str, Any]:
         """The finalized levels, asked again while a fault keeps the asked

@@ -160,6 +160,14 @@ class RollingUpgrade(Protocol):
         returns what it did (node, from, to)."""
         ...
 
+    def pid(self, node: Remote) -> int | None:
+        """The node's broker process, None when it is not running."""
+        ...
+
+    def start(self, node: Remote) -> None:
+        """Starts the node's broker again (a no-op where it runs)."""
+        ...
+
     def await_in_sync(
         self, node: Remote, timeout: float, cancelled: Callable[[], bool]
     ) -> dict[str, Any]:

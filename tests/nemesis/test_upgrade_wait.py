@@ -17,13 +17,22 @@ pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (con
 class Cluster:
     """In sync whenever no fault is active (as three nodes that rejoin at once)."""
 
-    def __init__(self, schedule, node_down: bool = False):
+    def __init__(self, schedule, node_down: bool = False, died: bool = False):
         self.schedule = schedule
-        self.node_down = node_down  # never back, faults or not
+        self.node_down = node_down  # never back, faults or not (its process runs)
+        self.process = None if died else 1  # died: its broker ended at boot
+        self.starts = 0
         self.nodes = [SimpleNamespace(name="n1")]
 
+    def pid(self, node):
+        return self.process
+
+    def start(self, node):
+        self.starts += 1
+        self.process = 2
+
     def await_in_sync(self, node, timeout, cancelled):
-        if self.node_down:
+        if self.node_down or self.process is None:
             time.sleep(timeout)
             return {"node": node.name, "in-sync": False, "why": "its node is down"}
         deadline = time.monotonic() + timeout
@@ -34,9 +43,11 @@ class Cluster:
         return {"node": node.name, "in-sync": False, "why": "running nodes: n1: []"}
 
 
-def upgrade(active: set[str], sync_timeout: float, node_down: bool = False) -> RollingUpgrade:
-    schedule = SimpleNamespace(active_names=active, faults_begun=len(active))
-    cluster = Cluster(schedule, node_down)
+def upgrade(
+    active: set[str], sync_timeout: float, node_down: bool = False, died: bool = False
+) -> RollingUpgrade:
+    schedule = SimpleNamespace(active_names=active, faults_begun=len(active), lock=threading.Lock())
+    cluster = Cluster(schedule, node_down, died)
     return RollingUpgrade(cluster, schedule, start_after=0, sync_timeout=sync_timeout)
 
 
@@ -106,3 +117,18 @@ def test_the_finalized_levels_are_asked_again_while_a_node_is_cut_off():
     with pytest.raises(RuntimeError, match="nodedown"):  # never answers: the step fails
         up._read_finalized()
     assert 0.5 <= time.monotonic() - began <= 1.6
+
+
+def test_a_node_whose_broker_died_after_its_upgrade_is_started_again_once_no_fault_is_on():
+    """The CI run's gate: RabbitMQ's boot after the step exited when a
+    partition cut a peer off (incompatible_feature_flags, nodedown), and the
+    node stayed down through every later step. Its process gone and no fault
+    in effect, the wait starts it again, and says so; while a fault is on,
+    it is left to the fault (whose own stop restarts what it struck)."""
+    up = upgrade({"partition"}, sync_timeout=0.3, died=True)
+    threading.Timer(0.5, up.schedule.active_names.clear).start()  # healed at 0.5 s
+    seen = up._await_in_sync(up.db.nodes[0])
+    assert seen["in-sync"] is True and seen["started-again"] == 1 and up.db.starts == 1
+    assert seen["under-fault-s"] >= 0.4  # not started while the partition was on
+    up = upgrade(set(), sync_timeout=0.3)  # running: never started
+    assert "started-again" not in up._await_in_sync(up.db.nodes[0]) and up.db.starts == 0
