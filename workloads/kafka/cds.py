@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from harness.nodes.remote import Remote
+from harness.nodes.remote import Remote, RemoteError
 
 TRAINING_PORTS = (19092, 19093)  # on the node's 127.0.0.1 only, never its address
 TRAINING_TIMEOUT = 120
@@ -65,7 +65,8 @@ def training_script(libs: str, jvm: str) -> str:
         f"timeout {TRAINING_TIMEOUT} bash -c 'until (echo > /dev/tcp/127.0.0.1/{port}) "
         "2>/dev/null; do kill -0 '$pid' || exit 1; sleep 0.2; done' 2>/dev/null "
         f"|| {{ kill -KILL $pid; exit 3; }}; "
-        f"kill -TERM $pid; wait $pid; "
+        # its archive is written as it exits: a stop that hangs gets no archive
+        f"kill -TERM $pid; timeout 60 tail --pid=$pid -f /dev/null || kill -KILL $pid; wait $pid; "
         f"{usable.format('$T/a.jsa')} && mv -f $T/a.jsa {a} && echo made"
     )
 
@@ -75,7 +76,10 @@ def ensure_archive(node: Remote, libs: str, jvm: str) -> str:
     which, or why none was made (never raises: it only saves CPU)."""
     began = time.monotonic()
     script = training_script(libs, jvm)
-    r = node.run(f"bash -c {shlex.quote(script)}", check=False, timeout=TRAINING_TIMEOUT + 60)
+    try:
+        r = node.run(f"bash -c {shlex.quote(script)}", check=False, timeout=TRAINING_TIMEOUT + 90)
+    except RemoteError as e:  # timed out, or the node went away: the run starts without
+        return f"not made: {e}"
     said = r.out.strip()
     if r.exit != 0 or said not in ("present", "made"):
         return f"not made (exit {r.exit}): {(r.err or said).strip()[-200:]}"
