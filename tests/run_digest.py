@@ -12,9 +12,10 @@ from pathlib import Path
 
 MOST_RUNS = 3
 WIDTH = 220
-BROKER_LOGS = ("server.log", "console.out", "nats.log", "rabbit.log")
+# Kafka's, NATS's, RabbitMQ's (named after its node; a VM that died leaves a crash dump)
+BROKER_LOGS = ("server.log", "console.out", "nats.log", "rabbit@*.log", "erl_crash.dump")
 OWN_LOGGERS = ("harness.", "workloads.", "nemesis.", "checkers.")
-ALARMS = (" ERROR ", " FATAL ", "[ERR]", "[FTL]", "[error]", "Exception")
+ALARMS = (" ERROR ", " FATAL ", "[ERR]", "[FTL]", "[error]", "Exception", "Slogan:")
 
 
 def clip(text: str) -> str:
@@ -70,6 +71,7 @@ def digest(root: Path) -> str:
         parts += history_lines(history)
         parts += log_alarms(run / "harness.log", 15, ours)
         for node in sorted((run / "nodes").glob("*")):
-            for name in BROKER_LOGS:
-                parts += log_alarms(node / name, 6)
+            for pattern in BROKER_LOGS:
+                for log in sorted(node.glob(pattern)):
+                    parts += log_alarms(log, 6)
     return "\n".join(parts)

@@ -28,6 +28,14 @@ def test_a_failed_runs_digest_has_its_faults_outcomes_first_errors_and_our_warni
     (run / "nodes" / "n1" / "server.log").write_text(
         "[2026] INFO all well\n[2026] ERROR [ReplicaManager broker=1] NotEnoughReplicas\n"
     )
+    # RabbitMQ's log is named after its node; its VM's death is in its crash dump
+    (run / "nodes" / "n2").mkdir()
+    (run / "nodes" / "n2" / "rabbit@10.77.16.12.log").write_text(
+        "2026 [info] <0.1.0> fine\n2026 [error] <0.222.0> incompatible_feature_flags\n"
+    )
+    (run / "nodes" / "n2" / "erl_crash.dump").write_text(
+        "=erl_crash_dump:0.5\nSlogan: Kernel pid terminated (application_controller)\n"
+    )
     text = digest(tmp_path)
     assert '   9.50s nemesis start-kill {"nodes": ["n2"]}' in text
     assert "ops: txn fail 2, txn invoke 1" in text
@@ -35,6 +43,8 @@ def test_a_failed_runs_digest_has_its_faults_outcomes_first_errors_and_our_warni
     assert "unreadable line: {oops" in text
     assert "slot 1 abandoned" in text and "Bootstrap failed" not in text
     assert "n1/server.log: [2026] ERROR [ReplicaManager" in text and "all well" not in text
+    assert "n2/rabbit@10.77.16.12.log: 2026 [error] <0.222.0> incompatible" in text
+    assert "n2/erl_crash.dump: Slogan: Kernel pid terminated" in text and "fine" not in text
 
 
 def test_no_run_no_digest(tmp_path):
