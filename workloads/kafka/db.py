@@ -368,19 +368,13 @@ class Kafka(
         self.start(node)
 
     def _install(self, node: Remote) -> None:
-        self.installed[node.name] = {
-            "java": ensure_package(node, "command -v java", ["default-jre-headless"]),
-            **{
-                f"kafka-jars {v}" if v != self.opts.version else "kafka-jars": push_dir(
-                    node, d.libs, d.node_libs, d.listing
-                )
-                for v in self.versions()
-                for d in [self.dist(v)]
-            },
-        }
+        got = {"java": ensure_package(node, "command -v java", ["default-jre-headless"])}
         for v in self.versions():
-            libs = self.dist(v).node_libs
-            self.installed[node.name][f"class archive {v}"] = ensure_archive(node, libs, TOOL_JVM)
+            d = self.dist(v)
+            jars = "kafka-jars" if v == self.opts.version else f"kafka-jars {v}"
+            got[jars] = push_dir(node, d.libs, d.node_libs, d.listing)
+            got[f"class archive {v}"] = ensure_archive(node, d.node_libs, TOOL_JVM)
+        self.installed[node.name] = got
         if self.lazy:
             self.installed[node.name].update(self.lazy.install(node))
 
