@@ -87,7 +87,7 @@ detection: setup kafka-jars
 # Two workers: the cluster tests' modules in one, in order; the rest beside
 # them, niced (tests/conftest.py).
 test: setup kafka-jars nats-server
-	$(BIN)/pytest -q --durations=25 -n 2
+	$(BIN)/pytest -q --durations=12 -n 2
 
 unit: setup
 	$(BIN)/pytest -q -m 'not integration'

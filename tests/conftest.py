@@ -83,3 +83,29 @@ def spark_check(spark, tmp_path):
         return DeliveryChecker().check(load_history(spark, path), {})
 
     return run
+
+
+# Where the suite's time went, by module and worker group: CI keeps only the
+# end of the output, and the cluster group's total is the suite's length.
+_module_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    module = report.nodeid.split("::")[0]
+    _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
+
+
+@pytest.hookimpl(trylast=True)  # after --durations: the last lines CI shows
+def pytest_terminal_summary(terminalreporter):
+    if not _module_seconds:
+        return
+    groups: dict[str, float] = {}
+    for module, seconds in _module_seconds.items():
+        group = module_group(module) if (ROOT / module).is_file() else UNIT_GROUP
+        groups[group] = groups.get(group, 0.0) + seconds
+    tr = terminalreporter
+    tr.section("time by group and module")
+    tr.write_line("  ".join(f"{g} {s:.0f} s" for g, s in sorted(groups.items())))
+    slowest = sorted(_module_seconds.items(), key=lambda kv: -kv[1])[:12]
+    for module, seconds in slowest:
+        tr.write_line(f"{seconds:7.0f} s  {module}")

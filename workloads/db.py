@@ -113,10 +113,13 @@ class PidfileProcess:
         if pid is None:
             return False
         # bounded by wall time (`timeout`), not by a count of sleeps: a loaded
-        # machine stretches every iteration
+        # machine stretches every iteration. A zombie is gone enough: its files
+        # and ports are closed at exit, and its reaper may be slow (this
+        # machine's init reaped 1.6 s after the kill, every kill and teardown)
         node.run(
             f"kill -KILL {pid}; timeout 20 sh -c "
-            f"'while kill -0 {pid} 2>/dev/null; do sleep 0.1; done'",
+            f'\'while kill -0 {pid} 2>/dev/null && ! grep -qs "^State:.Z" /proc/{pid}/status; '
+            "do sleep 0.1; done'",
             check=False,
             timeout=40,
         ).check()

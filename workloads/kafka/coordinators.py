@@ -35,6 +35,11 @@ INTERNAL_TOPICS = {
 }
 KINDS = tuple(INTERNAL_TOPICS)
 FENCE_TIMEOUT_MS = 10_000  # the fencer's InitProducerId, under faults
+# How long the fence waits for a producer to be inside a transaction before it
+# takes an open one: under faults on a slow machine whole seconds pass with
+# none inside one (a CI run's only fence found none), and a fence between
+# transactions only bumps an epoch nobody is using.
+FENCE_WAIT_S = 8.0
 
 
 def producer_id_and_epoch(p: KafkaProducer) -> tuple[int | None, int | None]:
@@ -78,7 +83,7 @@ class KeysInUse:
     transaction (set from client threads, read by the nemesis)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._keys: set[str] = set()
         self._busy: set[str] = set()
 
@@ -94,6 +99,7 @@ class KeysInUse:
     def begin(self, key: str) -> None:
         with self._lock:
             self._busy.add(key)
+            self._lock.notify_all()
 
     def end(self, key: str) -> None:
         with self._lock:
@@ -103,8 +109,11 @@ class KeysInUse:
         with self._lock:
             return sorted(self._keys)
 
-    def in_transaction(self) -> list[str]:
+    def in_transaction(self, wait: float = 0.0) -> list[str]:
+        """Those inside a transaction; with `wait`, waits up to that many
+        seconds for one to begin if none is."""
         with self._lock:
+            self._lock.wait_for(lambda: self._busy, timeout=wait)
             return sorted(self._busy)
 
 
@@ -209,10 +218,11 @@ class KafkaCoordinators:
 
     def fence(self, rng: Any) -> dict[str, Any]:
         """A producer of our own initialised with the transactional id of one
-        inside a transaction (else of one open): InitProducerId bumps the id's
+        inside a transaction (waited for a while; else of one open): InitProducerId bumps the id's
         epoch, the coordinator aborts the open transaction, and the older
         producer's further sends and its commit fail (KIP-98 zombie fencing)."""
-        busy, held = TRANSACTIONAL_IDS.in_transaction(), TRANSACTIONAL_IDS.now()
+        busy = TRANSACTIONAL_IDS.in_transaction(wait=FENCE_WAIT_S)
+        held = TRANSACTIONAL_IDS.now()
         if not held:
             return {"fenced": None, "why": "no transactional producer is open"}
         tid = rng.choice(busy or held)

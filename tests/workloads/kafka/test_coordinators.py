@@ -62,3 +62,22 @@ def test_transactional_ids_in_use_are_what_producers_hold_now():
     assert "queuecheck-x-2" in TRANSACTIONAL_IDS.now()
     assert "queuecheck-x-1" not in TRANSACTIONAL_IDS.now()
     TRANSACTIONAL_IDS.discard("queuecheck-x-2")
+
+
+def test_the_fence_waits_for_a_transaction_to_begin_and_no_longer():
+    import threading
+    import time
+
+    from workloads.kafka.coordinators import KeysInUse
+
+    keys = KeysInUse()
+    keys.add("queuecheck-x-1")
+    began = time.monotonic()
+    assert keys.in_transaction(wait=0.2) == []  # none began: back after the wait
+    assert time.monotonic() - began >= 0.2
+    threading.Timer(0.1, keys.begin, ["queuecheck-x-1"]).start()
+    began = time.monotonic()
+    assert keys.in_transaction(wait=10) == ["queuecheck-x-1"]
+    assert time.monotonic() - began < 5  # woken by the begin, not the timeout
+    keys.end("queuecheck-x-1")
+    assert keys.in_transaction() == []
