@@ -218,9 +218,10 @@ class KafkaCoordinators:
 
     def fence(self, rng: Any) -> dict[str, Any]:
         """A producer of our own initialised with the transactional id of one
-        inside a transaction (waited for a while; else of one open): InitProducerId bumps the id's
-        epoch, the coordinator aborts the open transaction, and the older
-        producer's further sends and its commit fail (KIP-98 zombie fencing)."""
+        inside a transaction (waited for up to FENCE_WAIT_S; else of one
+        open): InitProducerId bumps the id's epoch, the coordinator aborts
+        the open transaction, and the older producer's further sends and its
+        commit fail (KIP-98 zombie fencing)."""
         busy = TRANSACTIONAL_IDS.in_transaction(wait=FENCE_WAIT_S)
         held = TRANSACTIONAL_IDS.now()
         if not held:
