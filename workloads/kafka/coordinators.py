@@ -83,37 +83,37 @@ class KeysInUse:
     transaction (set from client threads, read by the nemesis)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Condition()
+        self._changed = threading.Condition()  # a lock, and a begin wakes the fence
         self._keys: set[str] = set()
         self._busy: set[str] = set()
 
     def add(self, key: str) -> None:
-        with self._lock:
+        with self._changed:
             self._keys.add(key)
 
     def discard(self, key: str) -> None:
-        with self._lock:
+        with self._changed:
             self._keys.discard(key)
             self._busy.discard(key)
 
     def begin(self, key: str) -> None:
-        with self._lock:
+        with self._changed:
             self._busy.add(key)
-            self._lock.notify_all()
+            self._changed.notify_all()
 
     def end(self, key: str) -> None:
-        with self._lock:
+        with self._changed:
             self._busy.discard(key)
 
     def now(self) -> list[str]:
-        with self._lock:
+        with self._changed:
             return sorted(self._keys)
 
     def in_transaction(self, wait: float = 0.0) -> list[str]:
         """Those inside a transaction; with `wait`, waits up to that many
         seconds for one to begin if none is."""
-        with self._lock:
-            self._lock.wait_for(lambda: self._busy, timeout=wait)
+        with self._changed:
+            self._changed.wait_for(lambda: self._busy, timeout=wait)
             return sorted(self._busy)
 
 

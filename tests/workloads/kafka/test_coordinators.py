@@ -2,10 +2,13 @@
 broker's own hash of the key; the expected hashes are what jshell (OpenJDK
 17) printed for `"...".hashCode()`."""
 
+import threading
+import time
 import uuid
 
 from workloads.kafka.coordinators import (
     TRANSACTIONAL_IDS,
+    KeysInUse,
     coordinator_keys,
     java_hash,
     partition_for,
@@ -65,11 +68,6 @@ def test_transactional_ids_in_use_are_what_producers_hold_now():
 
 
 def test_the_fence_waits_for_a_transaction_to_begin_and_no_longer():
-    import threading
-    import time
-
-    from workloads.kafka.coordinators import KeysInUse
-
     keys = KeysInUse()
     keys.add("queuecheck-x-1")
     began = time.monotonic()
