@@ -12,8 +12,10 @@ from harness.options import POSITIVE, gather, option
 from .base import Nemesis
 from .client_crash import ClientCrashNemesis
 from .clock import ClockNemesis
+from .disk_full import DiskFullNemesis
 from .fence import FenceNemesis
 from .file_corruption import FileCorruptionNemesis
+from .fsync_stall import FsyncStallNemesis
 from .loss import LossNemesis
 from .membership import MembershipNemesis
 from .migrate import COLOURS as MIGRATE_COLOURS
@@ -37,6 +39,8 @@ FAULTS: dict[str, type[Nemesis]] = {
         FileCorruptionNemesis,
         ClockNemesis,
         MembershipNemesis,
+        DiskFullNemesis,
+        FsyncStallNemesis,
     )
 }
 

@@ -84,6 +84,20 @@ class PowerLoss(Protocol):
 
 
 @runtime_checkable
+class DiskFaults(Protocol):
+    """Data directories on the tool's own file system (lazyfs), whose disk
+    can fill up or stall its fsyncs while the broker runs."""
+
+    def disk_fault(self, node: Remote, fault: str) -> dict[str, int]:
+        """Puts the node's data disk in `fault`: "disk-full BYTES" (it may
+        grow by that much more, then writes fail with ENOSPC),
+        "fsync-stall SECONDS" (each fsync blocks that long) or "none";
+        returns what the fault it replaced did (writes refused, fsyncs
+        stalled)."""
+        ...
+
+
+@runtime_checkable
 class Clocks(Protocol):
     """Brokers that read a wall clock of their own (workloads/clock.py,
     --faketime), set apart from the host's while they run."""

@@ -10,6 +10,7 @@ from nemesis.grudge import isolated
 from nemesis.partition import PartitionNemesis
 from nemesis.process import KillNemesis
 from nemesis.targets import TARGETS, pick
+from tests.nemesis.test_disk import Disks
 from workloads.rabbitmq.leaders import leader_nodes, leads
 
 NODES = [SimpleNamespace(name=f"n{i}") for i in range(1, 6)]
@@ -263,6 +264,13 @@ def test_isolate_primary_data_cuts_the_leaders_replication_port_and_nothing_else
             None,
         ),
         ({"nemesis": ["power-loss"]}, Leaders, "--nemesis power-loss: Leaders's brokers keep no"),
+        (
+            {"nemesis": ["disk-full"]},
+            Leaders,
+            "--nemesis disk-full: Leaders's brokers keep no data on the tool's file system",
+        ),
+        ({"nemesis": ["fsync-stall"]}, QueueLeaders, "--nemesis fsync-stall: QueueLeaders's"),
+        ({"nemesis": ["disk-full", "fsync-stall"]}, Disks, None),
         ({"nemesis": ["partition", "kill"], "partition_shapes": ["isolate"]}, object, None),
     ],
 )

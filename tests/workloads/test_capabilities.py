@@ -10,6 +10,7 @@ import pytest
 from harness.nodes.existing import Existing, ExistingNode
 from workloads.capabilities import (
     Controller,
+    DiskFaults,
     Leaders,
     PowerLoss,
     ReplicationPort,
@@ -22,14 +23,17 @@ from workloads.rabbitmq.client import RabbitQueueOptions
 from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
 from workloads.rabbitmq.existing import ExistingRabbitMQ
 
-CAPABILITIES = (Leaders, Controller, PowerLoss, ReplicationPort, RollingUpgrade)
+CAPABILITIES = (Leaders, Controller, PowerLoss, DiskFaults, ReplicationPort, RollingUpgrade)
 
 
 @pytest.mark.parametrize(
     "db, has",
     [
         (Kafka, {Leaders, Controller, ReplicationPort, RollingUpgrade}),
-        (LazyfsKafka, {Leaders, Controller, ReplicationPort, RollingUpgrade, PowerLoss}),
+        (
+            LazyfsKafka,
+            {Leaders, Controller, ReplicationPort, RollingUpgrade, PowerLoss, DiskFaults},
+        ),
         (ExistingKafka, {Leaders}),
         (RabbitMQ, {Leaders, RollingUpgrade}),
         (ExistingRabbitMQ, {Leaders}),
@@ -40,7 +44,7 @@ def test_each_lifecycle_class_has_the_capabilities_it_lists(db, has):
     assert {c for c in CAPABILITIES if issubclass(db, c) and c in db.__mro__} == has  # named
 
 
-def test_only_kafka_on_lazyfs_can_lose_power():
+def test_only_kafka_on_lazyfs_can_lose_power_or_its_disk():
     assert kafka_class(KafkaOptions()) is Kafka
     assert kafka_class(KafkaOptions(lazyfs=True)) is LazyfsKafka
 

@@ -34,6 +34,7 @@ from ..capabilities import (
     Controller,
     Coordinators,
     DataFiles,
+    DiskFaults,
     Fencing,
     Leaders,
     PowerLoss,
@@ -43,7 +44,7 @@ from ..capabilities import (
 from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answer
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyMount, lose
+from ..lazyfs.mount import LazyfsDisks, LazyMount, lose
 from .admin import Admin, partition_leaders, unfenced_brokers
 from .cds import ensure_archive, sharing
 from .coordinators import KafkaCoordinators
@@ -631,7 +632,7 @@ class Kafka(
             pass
 
 
-class LazyfsKafka(Kafka, PowerLoss):
+class LazyfsKafka(Kafka, LazyfsDisks, PowerLoss, DiskFaults):
     """Kafka with its data on lazyfs (--lazyfs): its nodes can lose power."""
 
     def power_off(self, node: Remote) -> bool:

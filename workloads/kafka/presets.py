@@ -21,6 +21,16 @@ REPLICATION_CUT_THEN_KILL = {
     **ENQUEUE_THEN_DRAIN,
 }
 
+# The partition's leader's data disk full (ENOSPC) every interval, given
+# back at the stop; one partition, so one leader takes every fault.
+LEADER_DISK_FULL = {
+    "nemesis": ["disk-full"],
+    "fault_targets": ["primaries"],
+    **ENQUEUE_THEN_DRAIN,
+    "system": "kafka",
+}
+LEADER_DISK_FULL_ON = {"lazyfs": True, "partitions": 1}
+
 # Transactions ending under the faults that end them: the transaction
 # coordinator killed, and a producer inside a transaction fenced by another
 # taking its transactional id.
@@ -250,6 +260,29 @@ FINDINGS = [
         {"at-least-once": True, "per-partition-order": True},
         "the control: each replica fsyncs a write before it counts as in sync, so a "
         "whole-cluster power loss keeps every acknowledged write (at a throughput cost)",
+    ),
+    Finding(
+        Preset(
+            "kafka-acks1-leader-disk-full",
+            "Kafka acks=1 (no idempotence), data on lazyfs, the partition leader's disk full",
+            {**LEADER_DISK_FULL, "system_options": {**LEADER_DISK_FULL_ON, "acks": "1"}},
+        ),
+        {"at-least-once": False},
+        "a leader whose disk refuses a write halts (its only log directory failed); with "
+        "acks=1 it had acknowledged writes its followers had not fetched, a follower is "
+        "elected, and the old leader truncates them when it comes back",
+    ),
+    Finding(
+        Preset(
+            "kafka-acks-all-disk-full",
+            "Kafka acks=all, min.insync.replicas=2, data on lazyfs, the partition leader's "
+            "disk full",
+            # kafka-acks1-leader-disk-full's faults, seed for seed
+            {**LEADER_DISK_FULL, "system_options": {**LEADER_DISK_FULL_ON, "acks": "all"}},
+        ),
+        {"at-least-once": True},
+        "the control: an acknowledged write is on two replicas before the ack, so a "
+        "leader halting on a full disk takes none of them with it",
     ),
     Finding(
         Preset(

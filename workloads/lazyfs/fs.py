@@ -9,6 +9,15 @@ this process still holds its writes, like the kernel's page cache. Power
 loss is this process dying and the mount going with it: every write not
 fsynced is gone, as after a real power cut with the disk's cache empty.
 
+Disk faults (nemesis/disk.py) are set through an extended attribute on
+any path, FAULT: "disk-full N" (the disk may grow by N more bytes, then
+a write or allocation that grows a file fails with ENOSPC, and statfs
+says so), "fsync-stall S" (each fsync blocks S seconds, or until the
+fault is cleared), "none" (space back, fsyncs at once). Each change
+writes what the faults it ends did (writes refused, fsyncs stalled) to
+BACKING.faults.json, beside the mount: a getxattr of ours would cost every
+write a call (the kernel asks for security.capability before each).
+
 Self-contained (standard library and mfusepy): it is pushed to nodes that
 have no queuecheck.
 """
@@ -16,6 +25,7 @@ have no queuecheck.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sys
 import threading
@@ -24,6 +34,47 @@ import mfusepy as fuse
 
 PAGE = 4096
 CHECKPOINT = "user.lazyfs.checkpoint"  # setxattr(any path, CHECKPOINT): fsync everything
+FAULT = "user.lazyfs.fault"  # setxattr(any path, FAULT, b"disk-full N"): the disk faults
+
+
+class DiskFaults:
+    """The disk faults in effect, and what they did since they were set."""
+
+    def __init__(self) -> None:
+        self.space: int | None = None  # bytes the files may still grow by; None: no limit
+        self.stall = 0.0  # seconds each fsync blocks
+        self.cleared = threading.Event()  # set: a stalled fsync goes on at once
+        self.refused_writes = 0
+        self.stalled_fsyncs = 0
+
+    @classmethod
+    def parse(cls, text: str) -> DiskFaults:
+        """The faults FAULT's value asks for; ValueError for anything else."""
+        kind, _, amount = text.strip().partition(" ")
+        faults = cls()
+        if kind == "disk-full":
+            faults.space = int(amount)
+            if faults.space < 0:
+                raise ValueError(text)
+        elif kind == "fsync-stall":
+            faults.stall = float(amount)
+            if not faults.stall > 0:
+                raise ValueError(text)
+        elif kind != "none" or amount:
+            raise ValueError(text)
+        return faults
+
+    def grow(self, by: int) -> None:
+        """A file grows by `by` bytes: refused with ENOSPC past the space left."""
+        if self.space is None or by <= 0:
+            return
+        if by > self.space:
+            self.refused_writes += 1
+            raise fuse.FuseOSError(errno.ENOSPC)
+        self.space -= by
+
+    def stats(self) -> dict[str, int]:
+        return {"refused_writes": self.refused_writes, "stalled_fsyncs": self.stalled_fsyncs}
 
 
 class Dirty:
@@ -41,8 +92,10 @@ class LazyFS(fuse.Operations):
 
     def __init__(self, backing: str):
         self.root = os.path.realpath(backing)
+        self.faults_file = backing.rstrip("/") + ".faults.json"  # mount.py reads it there
         self.dirty: dict[str, Dirty] = {}
         self._mutex = threading.RLock()  # not `lock`: that is the POSIX lock operation
+        self.faults = DiskFaults()
 
     def _real(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -94,6 +147,7 @@ class LazyFS(fuse.Operations):
         with self._mutex:
             real, d = self._real(path), self._dirty(path)
             end = offset + len(data)
+            self.faults.grow(end - d.size)
             for p in range(offset // PAGE, (end - 1) // PAGE + 1):
                 page = self._page(real, d, p)
                 lo, hi = max(offset, p * PAGE), min(end, (p + 1) * PAGE)
@@ -118,14 +172,28 @@ class LazyFS(fuse.Operations):
             raise fuse.FuseOSError(errno.EOPNOTSUPP)
         with self._mutex:
             d = self._dirty(path)
+            self.faults.grow(offset + length - d.size)
             d.size = max(d.size, offset + length)
         return 0
 
     def fsync(self, path, datasync, fh):
+        """Writes the file's pages to BACKING and fsyncs it there; first
+        blocks while an fsync-stall is set (outside the mutex: reads and
+        writes go on, as on a disk whose flushes hang)."""
+        with self._mutex:
+            stall, cleared = self.faults.stall, self.faults.cleared
+            if stall:
+                self.faults.stalled_fsyncs += 1
+        if stall:
+            cleared.wait(stall)
+        self._sync(path)
+        return 0
+
+    def _sync(self, path: str) -> None:
         with self._mutex:
             d = self.dirty.pop(path, None)
             if d is None:
-                return 0
+                return
             fd = os.open(self._real(path), os.O_WRONLY)
             try:
                 for p, page in sorted(d.pages.items()):
@@ -136,7 +204,6 @@ class LazyFS(fuse.Operations):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        return 0
 
     def flush(self, path, fh):
         return 0  # close() is no fsync
@@ -144,12 +211,24 @@ class LazyFS(fuse.Operations):
     def setxattr(self, path, name, value, options, position=0):
         """CHECKPOINT on any path fsyncs every file: what the set-up wrote is
         on disk before the faults begin (a real page cache would have written
-        it back by then), as Jepsen's lazyfs checkpoint does."""
+        it back by then), as Jepsen's lazyfs checkpoint does. FAULT sets the
+        disk faults (the module's docstring), clearing what was set."""
+        if name == FAULT:
+            try:
+                faults = DiskFaults.parse(bytes(value).decode())
+            except ValueError:
+                raise fuse.FuseOSError(errno.EINVAL) from None
+            with self._mutex:
+                self.faults.cleared.set()  # a stalled fsync goes on
+                done, self.faults = self.faults.stats(), faults
+                with open(self.faults_file, "w") as f:
+                    json.dump(done, f)
+            return 0
         if name != CHECKPOINT:
             raise fuse.FuseOSError(errno.ENOTSUP)
         with self._mutex:
             for dirty in list(self.dirty):
-                self.fsync(dirty, 0, 0)
+                self._sync(dirty)
         return 0
 
     # -- metadata: at once ------------------------------------------------
@@ -229,7 +308,7 @@ class LazyFS(fuse.Operations):
 
     def statfs(self, path):
         st = os.statvfs(self._real(path))
-        return {
+        out = {
             k: getattr(st, k)
             for k in (
                 "f_bavail",
@@ -244,6 +323,11 @@ class LazyFS(fuse.Operations):
                 "f_namemax",
             )
         }
+        with self._mutex:
+            space = self.faults.space
+        if space is not None:  # a full disk says so to a broker's own free-space checks
+            out["f_bavail"] = out["f_bfree"] = min(out["f_bfree"], space // max(1, st.f_bsize))
+        return out
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ still names that mount.
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import time
@@ -22,6 +23,7 @@ from ..install import digest, ensure_package, manifest, push_dir
 
 HERE = Path(__file__).parent
 CHECKPOINT = "user.lazyfs.checkpoint"  # fs.py's: it imports nothing of ours
+FAULT = "user.lazyfs.fault"  # fs.py's too
 
 
 def staged(state: Path) -> Path:
@@ -74,6 +76,16 @@ class LazyMount:
         py = f"import os; os.setxattr({path!r}, {CHECKPOINT!r}, b'1')"
         node.run(f"python3 -c {shlex.quote(py)}", timeout=60)
 
+    def set_fault(self, node: Remote, path: str, fault: str) -> dict[str, int]:
+        """Sets the disk faults of the lazyfs on `path` (fs.py's FAULT:
+        "disk-full BYTES", "fsync-stall SECONDS" or "none"), replacing
+        those set; returns what the replaced ones did (writes refused,
+        fsyncs stalled)."""
+        py = f"import os; os.setxattr({path!r}, {FAULT!r}, {fault.encode()!r})"
+        done = shlex.quote(f"{path}.backing.faults.json")
+        r = node.run(f"python3 -c {shlex.quote(py)} && cat {done}", timeout=30)
+        return json.loads(r.out)
+
     def mounted(self, node: Remote, path: str) -> bool:
         """lazyfs runs on `path` and answers."""
         q = shlex.quote
@@ -97,3 +109,15 @@ def lose(node: Remote, path: str) -> bool:
         timeout=20,
     )
     return r.out.strip().endswith("1")
+
+
+class LazyfsDisks:
+    """DiskFaults (workloads/capabilities.py) for a DB whose data directory,
+    `data(node)`, is on its LazyMount `lazy`."""
+
+    lazy: LazyMount | None
+
+    def disk_fault(self, node: Remote, fault: str) -> dict[str, int]:
+        if self.lazy is None:
+            raise DBError(f"{node.name}: its data is not on lazyfs (--lazyfs)")
+        return self.lazy.set_fault(node, self.data(node), fault)

@@ -32,6 +32,7 @@ from ..capabilities import (
     BrokerState,
     Clocks,
     DataFiles,
+    DiskFaults,
     Leaders,
     Membership,
     PowerLoss,
@@ -40,7 +41,7 @@ from ..capabilities import (
 from ..clock import ClockFile
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyMount, lose
+from ..lazyfs.mount import LazyfsDisks, LazyMount, lose
 from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats, version_key
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 
@@ -649,7 +650,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
             pass
 
 
-class LazyfsNats(Nats, PowerLoss):
+class LazyfsNats(Nats, LazyfsDisks, PowerLoss, DiskFaults):
     """NATS with its JetStream store on lazyfs (--lazyfs): its nodes can lose power."""
 
     def power_off(self, node: Remote) -> bool:

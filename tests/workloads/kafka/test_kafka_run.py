@@ -267,6 +267,58 @@ def test_one_replica_s_segments_corrupted_lose_nothing_and_the_broker_repairs_th
     assert doc["counts"]["replica-divergence"] == 0  # the damaged replica caught up again
 
 
+def test_a_full_disk_and_stalled_fsyncs_on_one_broker_lose_nothing(state, tmp_path):
+    """`--lazyfs --nemesis disk-full,fsync-stall` on acks=all: one broker's
+    data disk at a time full (writes fail with ENOSPC at once) or its fsyncs
+    hung 3 s (the KRaft metadata log's among them), given back at the stop
+    (what each did in the stop op). Kafka takes the failed log directory
+    offline and the broker halts; the stop starts it again. The other two
+    replicas hold every acknowledged write: nothing lost, every replica the
+    same at the end."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "idempotence": True, "lazyfs": True},
+        time_limit=20,
+        nemesis=["disk-full", "fsync-stall"],
+        nemesis_interval=3,
+        disk_full_space=0,
+        fsync_stall=3,
+        seed=4,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    faults = [op for op in ops if op["process"] == "nemesis" and op["value"]]
+    full = [op["value"] for op in faults if op["f"] == "start-disk-full"]
+    stall = [op["value"] for op in faults if op["f"] == "start-fsync-stall"]
+    assert full and all(len(v["hit"]) == 1 and v["space"] == 0 for v in full)
+    assert stall and all(len(v["hit"]) == 1 and v["seconds"] == 3 for v in stall)
+    refused = {
+        n: d["refused_writes"]
+        for op in faults
+        if op["f"] == "stop-disk-full"
+        for n, d in op["value"]["did"].items()
+    }
+    stalled = [
+        d["stalled_fsyncs"]
+        for op in faults
+        if op["f"] == "stop-fsync-stall"
+        for d in op["value"]["did"].values()
+    ]
+    assert any(refused.values()) and any(stalled), (refused, stalled)
+    # a full broker's own words: the write refused, its only log directory
+    # failed, the broker halted; and started again at the stop
+    halted = "Shutdown broker because "  # all log dirs failed (or the metadata one)
+    logs = [(run_dir / "nodes" / n / "server.log").read_text() for n, r in refused.items() if r]
+    assert any("No space left on device" in t and halted in t for t in logs)
+    assert all("Kafka Server started" in t.split(halted)[-1] for t in logs if halted in t)
+    counts = doc["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 1000
+    for p in ("at-least-once", "broker-agrees"):
+        assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    assert counts["replica-divergence"] == 0
+    print(f"\nkafka disk faults: refused {refused}, stalled {stalled}; {counts}")
+
+
 @pytest.mark.parametrize("client", ["confluent", "java"])
 def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
     state, tmp_path, client

@@ -3,9 +3,12 @@ LazyMount as a broker's node is. Writes that were fsynced survive a power
 loss; everything else (appended data, a truncation) is gone, while a
 process crash (the daemon alive) loses nothing."""
 
+import errno
 import mmap
 import os
 import shutil
+import threading
+import time
 
 import pytest
 
@@ -72,3 +75,62 @@ def test_renames_and_new_files_keep_their_unsynced_data_until_the_power_goes(mou
     assert open(f"{data}.backing/topic-0/ckpt", "rb").read() == b"0\n1\n0 0\n"
     assert os.path.getsize(f"{data}.backing/topic-0/new.log") == 0  # created, never synced
     assert lose(node, data) is False  # nothing mounted any more: a no-op
+
+
+def test_a_full_disk_refuses_growth_past_its_space_and_gives_it_back(mounted):
+    node, lazy, data = mounted
+    path = f"{data}/00000.log"
+    with open(path, "wb") as f:
+        f.write(b"A" * 1000)
+    assert lazy.set_fault(node, data, "disk-full 1500") == {
+        "refused_writes": 0,
+        "stalled_fsyncs": 0,
+    }
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"B" * 1000, 0)  # an overwrite takes no space
+        assert os.pwrite(fd, b"C" * 1500, 1000) == 1500  # the space left, exactly
+        with pytest.raises(OSError) as full:
+            os.pwrite(fd, b"D", 2500)
+        assert full.value.errno == errno.ENOSPC
+        with pytest.raises(OSError):
+            os.posix_fallocate(fd, 0, 10_000)
+        assert os.statvfs(data).f_bavail == 0  # and the file system says so
+    finally:
+        os.close(fd)
+    assert lazy.set_fault(node, data, "none") == {"refused_writes": 2, "stalled_fsyncs": 0}
+    with open(path, "ab") as f:
+        f.write(b"E" * 10_000)  # space back
+    assert os.path.getsize(path) == 12_500
+    assert os.statvfs(data).f_bavail > 0
+
+
+def test_a_stalled_fsync_blocks_until_its_time_or_the_fault_is_cleared(mounted):
+    node, lazy, data = mounted
+    path = f"{data}/00000.log"
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.write(fd, b"A" * 100)
+        lazy.set_fault(node, data, "fsync-stall 1.5")
+        t = time.monotonic()
+        os.fsync(fd)
+        assert time.monotonic() - t >= 1.4
+        with open(path, "rb") as f:  # reads go on while an fsync hangs
+            assert f.read() == b"A" * 100
+        lazy.set_fault(node, data, "fsync-stall 60")
+        waiting = threading.Thread(target=os.fsync, args=(fd,))
+        t = time.monotonic()
+        waiting.start()
+        time.sleep(0.5)
+        assert waiting.is_alive()
+        assert lazy.set_fault(node, data, "none") == {"refused_writes": 0, "stalled_fsyncs": 1}
+        waiting.join(timeout=10)
+        assert not waiting.is_alive() and time.monotonic() - t < 10  # freed at once
+        t = time.monotonic()
+        os.fsync(fd)
+        assert time.monotonic() - t < 1
+    finally:
+        os.close(fd)
+    assert open(f"{data}.backing/00000.log", "rb").read() == b"A" * 100  # synced
+    with pytest.raises(Exception, match="Invalid argument"):
+        lazy.set_fault(node, data, "disk-full lots")
