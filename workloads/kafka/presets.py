@@ -21,16 +21,6 @@ REPLICATION_CUT_THEN_KILL = {
     **ENQUEUE_THEN_DRAIN,
 }
 
-# The partition's leader's data disk full (ENOSPC) every interval, given
-# back at the stop; one partition, so one leader takes every fault.
-LEADER_DISK_FULL = {
-    "nemesis": ["disk-full"],
-    "fault_targets": ["primaries"],
-    **ENQUEUE_THEN_DRAIN,
-    "system": "kafka",
-}
-LEADER_DISK_FULL_ON = {"lazyfs": True, "partitions": 1}
-
 # Transactions ending under the faults that end them: the transaction
 # coordinator killed, and a producer inside a transaction fenced by another
 # taking its transactional id.
@@ -263,22 +253,16 @@ FINDINGS = [
     ),
     Finding(
         Preset(
-            "kafka-acks1-leader-disk-full",
-            "Kafka acks=1 (no idempotence), data on lazyfs, the partition leader's disk full",
-            {**LEADER_DISK_FULL, "system_options": {**LEADER_DISK_FULL_ON, "acks": "1"}},
-        ),
-        {"at-least-once": False},
-        "a leader whose disk refuses a write halts (its only log directory failed); with "
-        "acks=1 it had acknowledged writes its followers had not fetched, a follower is "
-        "elected, and the old leader truncates them when it comes back",
-    ),
-    Finding(
-        Preset(
             "kafka-acks-all-disk-full",
             "Kafka acks=all, min.insync.replicas=2, data on lazyfs, the partition leader's "
             "disk full",
-            # kafka-acks1-leader-disk-full's faults, seed for seed
-            {**LEADER_DISK_FULL, "system_options": {**LEADER_DISK_FULL_ON, "acks": "all"}},
+            {
+                "nemesis": ["disk-full"],
+                "fault_targets": ["primaries"],  # one partition: its leader every time
+                **ENQUEUE_THEN_DRAIN,
+                "system": "kafka",
+                "system_options": {"acks": "all", "lazyfs": True, "partitions": 1},
+            },
         ),
         {"at-least-once": True},
         "the control: an acknowledged write is on two replicas before the ack, so a "
