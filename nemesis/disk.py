@@ -11,14 +11,15 @@ node's disk whole, whatever the run left, and says so."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.nodes.remote import Remote, RemoteError, on_all
 from workloads.capabilities import DiskFaults
 from workloads.db import DB, DBError
 
-from .base import Settings, require
+from .base import FaultContext, Settings, require
 from .process import _OneNodeFault
+from .targets import TargetOptions
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,12 @@ HEALED = "none"  # fs.py's word for a whole disk
 
 
 class _DiskFault(_OneNodeFault):
+    """A fault is its name (fs.py's word for it too) and one amount: the
+    option that gives it, and the key its start op records it under."""
+
+    amount_option: ClassVar[tuple[type, str]]  # (its options class, the field)
+    amount_key: ClassVar[str]
+
     @classmethod
     def refuse(cls, db: type, settings: Settings) -> None:
         require(
@@ -37,20 +44,23 @@ class _DiskFault(_OneNodeFault):
         )
         super().refuse(db, settings)
 
-    def __init__(self, db: DB, allowed: list[str] | None = None):
+    @classmethod
+    def build(cls, ctx: FaultContext) -> _DiskFault:
+        options, field = cls.amount_option
+        amount = getattr(ctx.settings.of(options), field)
+        return cls(ctx.db, ctx.settings.of(TargetOptions).fault_targets, amount)
+
+    def __init__(self, db: DB, allowed: list[str] | None = None, amount: float = 0):
         super().__init__(db, allowed)
         self.disks: DiskFaults = db  # type: ignore[assignment]
+        self.amount = amount
 
     def fault(self) -> str:
         """What fs.py is told: "disk-full BYTES" or "fsync-stall SECONDS"."""
-        raise NotImplementedError
-
-    def setting(self) -> dict[str, Any]:
-        """The fault's amount, for its start op."""
-        raise NotImplementedError
+        return f"{self.name} {self.amount}"
 
     def start(self, rng: Any) -> Any:
-        return {**super().start(rng), **self.setting()}
+        return {**super().start(rng), self.amount_key: self.amount}
 
     def _inject(self, node: Remote) -> bool:
         self.disks.disk_fault(node, self.fault())

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from harness.options import NON_NEGATIVE, option
 
-from .base import FaultContext
 from .disk import _DiskFault
 from .targets import TargetOptions
 
@@ -34,20 +33,5 @@ class DiskFullNemesis(_DiskFault):
     colour = "#a1887f"
     options = (TargetOptions, DiskFullOptions)
 
-    @classmethod
-    def build(cls, ctx: FaultContext) -> DiskFullNemesis:
-        return cls(
-            ctx.db,
-            ctx.settings.of(TargetOptions).fault_targets,
-            ctx.settings.of(DiskFullOptions).disk_full_space,
-        )
-
-    def __init__(self, db, allowed: list[str] | None = None, space: int = 0):
-        super().__init__(db, allowed)
-        self.space = space
-
-    def fault(self) -> str:
-        return f"disk-full {self.space}"
-
-    def setting(self) -> dict[str, int]:
-        return {"space": self.space}
+    amount_option = (DiskFullOptions, "disk_full_space")
+    amount_key = "space"

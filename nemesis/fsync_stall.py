@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from harness.options import POSITIVE, option
 
-from .base import FaultContext
 from .disk import _DiskFault
 from .targets import TargetOptions
 
@@ -35,20 +34,5 @@ class FsyncStallNemesis(_DiskFault):
     colour = "#90a4ae"
     options = (TargetOptions, FsyncStallOptions)
 
-    @classmethod
-    def build(cls, ctx: FaultContext) -> FsyncStallNemesis:
-        return cls(
-            ctx.db,
-            ctx.settings.of(TargetOptions).fault_targets,
-            ctx.settings.of(FsyncStallOptions).fsync_stall,
-        )
-
-    def __init__(self, db, allowed: list[str] | None = None, seconds: float = 5.0):
-        super().__init__(db, allowed)
-        self.seconds = seconds
-
-    def fault(self) -> str:
-        return f"fsync-stall {float(self.seconds)}"
-
-    def setting(self) -> dict[str, float]:
-        return {"seconds": self.seconds}
+    amount_option = (FsyncStallOptions, "fsync_stall")
+    amount_key = "seconds"

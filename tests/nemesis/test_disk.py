@@ -35,7 +35,7 @@ class Disks:
 
 def test_a_full_disk_is_set_on_the_targets_and_made_whole_at_the_stop():
     db = Disks()
-    fault = DiskFullNemesis(db, ["majority"], space=4096)
+    fault = DiskFullNemesis(db, ["majority"], 4096)
     started = fault.start(random.Random(1))
     hit = started["hit"]
     assert len(hit) == 2 and started["space"] == 4096
@@ -50,7 +50,7 @@ def test_a_full_disk_is_set_on_the_targets_and_made_whole_at_the_stop():
 
 def test_the_teardown_heals_every_disk_past_a_node_that_fails(caplog):
     db = Disks(failing="n2")
-    fault = FsyncStallNemesis(db, ["all"], seconds=2.5)
+    fault = FsyncStallNemesis(db, ["all"], 2.5)
     db.failing = None
     assert fault.start(random.Random(0))["seconds"] == 2.5
     assert set(db.disk.values()) == {"fsync-stall 2.5"}
