@@ -44,7 +44,7 @@ from ..capabilities import (
 from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answer
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyfsDisks, LazyMount, lose
+from ..lazyfs.mount import LazyMount, OnLazyfs, lose
 from .admin import Admin, partition_leaders, unfenced_brokers
 from .cds import ensure_archive, sharing
 from .coordinators import KafkaCoordinators
@@ -632,22 +632,9 @@ class Kafka(
             pass
 
 
-class LazyfsKafka(Kafka, LazyfsDisks, PowerLoss, DiskFaults):
-    """Kafka with its data on lazyfs (--lazyfs): its nodes can lose power."""
-
-    def power_off(self, node: Remote) -> bool:
-        """The node loses power: the broker dies at once and every write it
-        had not fsynced is gone."""
-        killed = self.kill(node)
-        lost = lose(node, self.data(node))
-        return killed or lost
-
-    def power_on(self, node: Remote) -> None:
-        """Power back: the data mounted again from what was synced, the broker
-        started; a no-op for a node that has power."""
-        if self.lazy and not self.lazy.mounted(node, self.data(node)):
-            self.lazy.mount(node, self.data(node))
-        self.start(node)
+class LazyfsKafka(Kafka, OnLazyfs, PowerLoss, DiskFaults):
+    """Kafka with its data on lazyfs (--lazyfs): its nodes can lose power, and their
+    disks fill or stall."""
 
 
 class ClockedKafka(FakedClock, Kafka, Clocks):

@@ -111,11 +111,26 @@ def lose(node: Remote, path: str) -> bool:
     return r.out.strip().endswith("1")
 
 
-class LazyfsDisks:
-    """DiskFaults (workloads/capabilities.py) for a DB whose data directory,
-    `data(node)`, is on its LazyMount `lazy`."""
+class OnLazyfs:
+    """PowerLoss and DiskFaults (workloads/capabilities.py) for a DB whose
+    data directory, `data(node)`, is on its LazyMount `lazy`, and whose
+    broker `kill` and `start` take down and bring up."""
 
     lazy: LazyMount | None
+
+    def power_off(self, node: Remote) -> bool:
+        """The node loses power: the broker dies at once and every write it
+        had not fsynced is gone."""
+        killed = self.kill(node)
+        lost = lose(node, self.data(node))
+        return killed or lost
+
+    def power_on(self, node: Remote) -> None:
+        """Power back: the data mounted again from what was synced, the broker
+        started; a no-op for a node that has power."""
+        if self.lazy and not self.lazy.mounted(node, self.data(node)):
+            self.lazy.mount(node, self.data(node))
+        self.start(node)
 
     def disk_fault(self, node: Remote, fault: str) -> dict[str, int]:
         if self.lazy is None:

@@ -41,7 +41,7 @@ from ..capabilities import (
 from ..clock import ClockFile
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyfsDisks, LazyMount, lose
+from ..lazyfs.mount import LazyMount, OnLazyfs, lose
 from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats, version_key
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 
@@ -650,22 +650,9 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
             pass
 
 
-class LazyfsNats(Nats, LazyfsDisks, PowerLoss, DiskFaults):
-    """NATS with its JetStream store on lazyfs (--lazyfs): its nodes can lose power."""
-
-    def power_off(self, node: Remote) -> bool:
-        """The node loses power: the server dies at once and every write it
-        had not fsynced is gone."""
-        killed = self.kill(node)
-        lost = lose(node, self.data(node))
-        return killed or lost
-
-    def power_on(self, node: Remote) -> None:
-        """Power back: the store mounted again from what was synced, the
-        server started; a no-op for a node that has power."""
-        if self.lazy and not self.lazy.mounted(node, self.data(node)):
-            self.lazy.mount(node, self.data(node))
-        self.start(node)
+class LazyfsNats(Nats, OnLazyfs, PowerLoss, DiskFaults):
+    """NATS with its JetStream store on lazyfs (--lazyfs): its nodes can lose power,
+    and their disks fill or stall."""
 
 
 class GoClock(ClockFile):
