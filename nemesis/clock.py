@@ -32,7 +32,7 @@ from workloads.capabilities import Clocks
 from .base import FaultContext, Settings, require
 from .iptables import on_all
 from .process import _OneNodeFault
-from .targets import TargetOptions, pick_any
+from .targets import TargetOptions
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class ClockNemesis(_OneNodeFault):
         self.strobes: list[_Strobe] = []
 
     def start(self, rng: random.Random) -> Any:
-        chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db)
+        chosen, note = self._aim(rng)
         # every draw made here, in order, so the seed decides them
         plans = {node.name: self._plan(rng) for node in chosen}
         changes = []

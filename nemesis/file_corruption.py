@@ -33,7 +33,7 @@ from workloads.capabilities import DataFiles
 from .base import FaultContext, Settings, require
 from .iptables import on_all
 from .process import _OneNodeFault
-from .targets import TargetOptions, pick_any
+from .targets import TargetOptions
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class FileCorruptionNemesis(_OneNodeFault):
         self._seq = 0
 
     def start(self, rng: random.Random) -> Any:
-        chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db)
+        chosen, note = self._aim(rng)
         # one change and one draw per node, made here so the seed decides them
         plans = {
             node.name: (rng.choice(self.changes), random.Random(rng.random())) for node in chosen

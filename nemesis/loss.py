@@ -49,6 +49,7 @@ class LossNemesis:
     ):
         self.nodes = nodes
         self.allowed = list(allowed or ["one"])
+        self.last_chosen: list[str] = []  # whom the previous strike chose (all-but-one)
         self.db = db
         self.probability = probability
         self.chain = Chain(LOSS_CHAIN)
@@ -58,7 +59,8 @@ class LossNemesis:
         on_all(self.nodes, self.chain.ensure)
 
     def start(self, rng: random.Random) -> Any:
-        self.targets, note = pick_any(self.allowed, self.nodes, rng, self.db)
+        self.targets, note = pick_any(self.allowed, self.nodes, rng, self.db, self.last_chosen)
+        self.last_chosen = [node.name for node in self.targets]
         for node in self.targets:
             self.chain.add(
                 node,

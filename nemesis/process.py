@@ -36,6 +36,7 @@ class _OneNodeFault:
         self.db = db
         self.allowed = list(allowed or ["one"])
         self.targets: list[Remote] = []
+        self.last_chosen: list[str] = []  # whom the previous strike chose (all-but-one)
 
     def active(self) -> bool:
         return bool(self.targets)
@@ -43,8 +44,14 @@ class _OneNodeFault:
     def setup(self) -> None:
         pass
 
+    def _aim(self, rng: random.Random) -> tuple[list[Remote], dict[str, Any]]:
+        """This strike's targets, and what to record about the choice."""
+        chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db, self.last_chosen)
+        self.last_chosen = [node.name for node in chosen]
+        return chosen, note
+
     def start(self, rng: random.Random) -> Any:
-        chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db)
+        chosen, note = self._aim(rng)
         hit = []
         # All at once matters: a whole-cluster kill must not leave the last
         # broker time to take over, nor a paused leader's followers to elect.

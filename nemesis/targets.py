@@ -28,7 +28,11 @@ log = logging.getLogger(__name__)
 
 # one: a random node; minority/majority: random nodes, one fewer than a
 # majority (at least one) or just a majority, as Jepsen sizes them; all:
-# every node. The aimed targets: who the broker names now, through the
+# every node; all-but-one: every node but one, and the one spared is one
+# the fault's previous strike chose (the first time, any): the node that
+# alone came through a strike is struck in the next, beside one restarted
+# after it, while the other restarted node is spared (the "last replica
+# standing"). The aimed targets: who the broker names now, through the
 # capability its DB has (what it is called for a refusal; how to ask).
 COORDINATES = "have no group, transaction or share coordinators"
 AIMED: dict[str, tuple[type, str, Callable[[Any], list[str]]]] = {
@@ -40,7 +44,7 @@ AIMED: dict[str, tuple[type, str, Callable[[Any], list[str]]]] = {
     "share-coordinator": (Coordinators, COORDINATES, lambda db: db.coordinators("share")),
     "coordinators": (Coordinators, COORDINATES, lambda db: db.coordinators("any")),
 }
-TARGETS = ("one", "minority", "majority", "all", *AIMED)
+TARGETS = ("one", "minority", "majority", "all", "all-but-one", *AIMED)
 # A run's producers hash their ids over every broker: all their coordinators
 # would be a whole-cluster fault. These strike one of the nodes named.
 ONE_OF_NAMED = tuple(t for t, (capability, _, _) in AIMED.items() if capability is Coordinators)
@@ -51,7 +55,8 @@ class TargetOptions:
     fault_targets: list[str] = option(
         default_factory=lambda: ["one"],
         help="whom kill, pause, loss and power-loss strike, one of these at random per "
-        "fault: one, minority, majority, all (nodes at random), primaries (the leaders of "
+        "fault: one, minority, majority, all (nodes at random), all-but-one (every node but "
+        "one, the one spared struck by the fault's previous strike), primaries (the leaders of "
         "the test's partitions or queues, asked of the broker then), controller (its active "
         "controller, for brokers that have one), group-coordinator, txn-coordinator, "
         "share-coordinator (the broker coordinating the run's group, its transactional ids "
@@ -81,10 +86,15 @@ def leaders(db: Any, target: str) -> list[str]:
 
 
 def pick(
-    target: str, nodes: list[Remote], rng: random.Random, db: Any = None
+    target: str,
+    nodes: list[Remote],
+    rng: random.Random,
+    db: Any = None,
+    last_chosen: list[str] | None = None,
 ) -> tuple[list[Remote], dict[str, Any]]:
     """The nodes `target` names among `nodes`, and what to record about the
-    choice. A leader nobody can name falls back to one random node, said so."""
+    choice. A leader nobody can name falls back to one random node, said so.
+    `last_chosen`: the names the same fault's previous strike chose."""
     if target not in TARGETS:
         raise ValueError(f"fault target {target!r} is not one of {', '.join(TARGETS)}")
     n = len(nodes)
@@ -97,6 +107,11 @@ def pick(
         chosen = rng.sample(nodes, n // 2 + 1)
     elif target == "all":
         chosen = list(nodes)
+    elif target == "all-but-one":
+        chosen_before = [node for node in nodes if node.name in set(last_chosen or ())]
+        spared = rng.choice(chosen_before or nodes)
+        chosen = [node for node in nodes if node is not spared]
+        note["spared"] = spared.name
     else:
         named = set(leaders(db, target))
         chosen = [node for node in nodes if node.name in named]
@@ -111,7 +126,11 @@ def pick(
 
 
 def pick_any(
-    targets: list[str], nodes: list[Remote], rng: random.Random, db: Any = None
+    targets: list[str],
+    nodes: list[Remote],
+    rng: random.Random,
+    db: Any = None,
+    last_chosen: list[str] | None = None,
 ) -> tuple[list[Remote], dict[str, Any]]:
     """One of the allowed `targets` at random, then its nodes."""
-    return pick(rng.choice(targets), nodes, rng, db)
+    return pick(rng.choice(targets), nodes, rng, db, last_chosen)

@@ -41,6 +41,31 @@ def test_random_targets_have_jepsens_sizes_and_are_recorded(target, size):
     assert len(pick("majority", NODES[:3], random.Random(1))[0]) == 2
 
 
+def test_all_but_one_strikes_the_last_survivor_and_spares_a_node_it_restarted():
+    """The last replica standing: each strike spares one node the previous
+    strike hit, so the one that alone came through is struck next."""
+    three = NODES[:3]
+    for seed in range(10):
+        rng, last, spared_before = random.Random(seed), None, None
+        for _ in range(6):
+            chosen, note = pick("all-but-one", three, rng, last_chosen=last)
+            names = [n.name for n in chosen]
+            assert len(names) == 2 and note["spared"] not in names
+            assert note == {"target": "all-but-one", "spared": note["spared"], "nodes": names}
+            if last is not None:
+                assert note["spared"] in last and spared_before in names
+            last, spared_before = names, note["spared"]
+
+
+def test_a_process_fault_remembers_whom_its_last_strike_hit():
+    nemesis = KillNemesis(Brokers(NODES[:3]), ["all-but-one"])
+    rng = random.Random(5)
+    first = nemesis.start(rng)
+    nemesis.stop()
+    second = nemesis.start(rng)
+    assert second["spared"] in first["hit"] and first["spared"] in second["hit"]
+
+
 def test_primaries_and_controller_are_the_nodes_the_broker_names():
     db = Leaders(primaries=["n4", "n2", "n9"], controller="n3")
     chosen, note = pick("primaries", NODES, random.Random(0), db)

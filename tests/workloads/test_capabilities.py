@@ -20,7 +20,13 @@ from workloads.capabilities import (
 from workloads.kafka.db import Kafka, KafkaOptions, LazyfsKafka, kafka_class
 from workloads.kafka.existing import ExistingKafka
 from workloads.rabbitmq.client import RabbitQueueOptions
-from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
+from workloads.rabbitmq.db import (
+    ClockedLazyfsRabbitMQ,
+    LazyfsRabbitMQ,
+    RabbitMQ,
+    RabbitMQOptions,
+    rabbitmq_class,
+)
 from workloads.rabbitmq.existing import ExistingRabbitMQ
 
 CAPABILITIES = (Leaders, Controller, PowerLoss, DiskFaults, ReplicationPort, RollingUpgrade)
@@ -36,6 +42,7 @@ CAPABILITIES = (Leaders, Controller, PowerLoss, DiskFaults, ReplicationPort, Rol
         ),
         (ExistingKafka, {Leaders}),
         (RabbitMQ, {Leaders, RollingUpgrade}),
+        (LazyfsRabbitMQ, {Leaders, RollingUpgrade, PowerLoss, DiskFaults}),
         (ExistingRabbitMQ, {Leaders}),
     ],
 )
@@ -44,9 +51,13 @@ def test_each_lifecycle_class_has_the_capabilities_it_lists(db, has):
     assert {c for c in CAPABILITIES if issubclass(db, c) and c in db.__mro__} == has  # named
 
 
-def test_only_kafka_on_lazyfs_can_lose_power_or_its_disk():
+def test_only_brokers_on_lazyfs_can_lose_power_or_their_disks():
     assert kafka_class(KafkaOptions()) is Kafka
     assert kafka_class(KafkaOptions(lazyfs=True)) is LazyfsKafka
+    assert rabbitmq_class(RabbitMQOptions()) is RabbitMQ
+    assert rabbitmq_class(RabbitMQOptions(lazyfs=True)) is LazyfsRabbitMQ
+    clocked = rabbitmq_class(RabbitMQOptions(lazyfs=True, faketime=True))
+    assert clocked is ClockedLazyfsRabbitMQ and supports(clocked, PowerLoss)
 
 
 def existing(system: str) -> Existing:

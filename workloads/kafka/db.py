@@ -66,6 +66,9 @@ def tool_java(libs: str) -> str:
     return f"java {TOOL_JVM} {sharing(libs)} -cp {shlex.quote(libs)}/'*'"
 
 
+ELR_LEVEL = {"on": 1, "off": 0}  # --elr as eligible.leader.replicas.version
+
+
 @dataclass
 class KafkaOptions:
     version: str = option(
@@ -105,6 +108,13 @@ class KafkaOptions:
         "(KIP-890's transactions v2, which the Java client speaks)",
         shown_default="the release's: 2 on 4.x",
         range=Range(1, 2),
+    )
+    elr: str | None = option(
+        None,
+        "eligible leader replicas (KIP-966), the eligible.leader.replicas.version feature "
+        "finalized when the cluster is formatted: on (1) or off (0)",
+        shown_default="the release's: off on 4.0, on from 4.1",
+        choices=("on", "off"),
     )
     lazyfs: bool = option(
         False,
@@ -398,8 +408,12 @@ class Kafka(
 
     def feature_flags(self) -> str:
         """StorageTool's --feature settings for the levels the run chose."""
-        tv = self.opts.transaction_version
-        return f"--feature transaction.version={tv} " if tv is not None else ""
+        flags = []
+        if (tv := self.opts.transaction_version) is not None:
+            flags.append(f"--feature transaction.version={tv} ")
+        if self.opts.elr is not None:
+            flags.append(f"--feature eligible.leader.replicas.version={ELR_LEVEL[self.opts.elr]} ")
+        return "".join(flags)
 
     def start(self, node: Remote) -> None:
         """Starts the broker in the background; its pid lands in the pidfile."""

@@ -32,6 +32,7 @@ BROKER_OPTIONS = (
     "upgrade_home",
     "flush_messages",
     "transaction_version",
+    "elr",
     "lazyfs",
     "faketime",
 )

@@ -268,6 +268,44 @@ FINDINGS = [
         "the control: an acknowledged write is on two replicas before the ack, so a "
         "leader halting on a full disk takes none of them with it",
     ),
+    *(
+        Finding(
+            Preset(
+                f"kafka-elr-{elr}-power-loss-all-but-one",
+                f"Kafka acks=all, min.insync.replicas=2, data on lazyfs, eligible leader "
+                f"replicas {elr}, all nodes but one lose power at once, the last one standing "
+                "struck next",
+                {
+                    "nemesis": ["power-loss"],
+                    # every node but one; the survivor of a cut is struck in the next
+                    "fault_targets": ["all-but-one"],
+                    "nemesis_interval": 10.0,
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "kafka",
+                    "system_options": {"acks": "all", "lazyfs": True, "elr": elr},
+                },
+            ),
+            {"at-least-once": False},
+            teaches,
+        )
+        for elr, teaches in (
+            (
+                "off",
+                "the survivor of a power cut holds, in memory, the only copies of the "
+                "acknowledged writes the others lost with their power; struck next, before the "
+                "restarted replicas fetched them back, it takes them along, and without "
+                "eligible leader replicas (4.0's default) a replica that came back empty may "
+                "even be elected over one that had caught up, which then truncates",
+            ),
+            (
+                "on",
+                "eligible leader replicas keep a replica that lost its unsynced writes from "
+                "being elected over one that holds them, but cannot bring back writes whose "
+                "only copies were in the memory of the nodes that lost power: the same cuts "
+                "lose the same way",
+            ),
+        )
+    ),
     Finding(
         Preset(
             "kafka-java-txn-read-uncommitted",

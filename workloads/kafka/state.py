@@ -132,7 +132,7 @@ def partition_metadata(bootstrap: str, topics: list[str]) -> dict[str, dict]:
 
 def eligible_leaders(text: str) -> dict[str, list[int]]:
     """{"topic/partition": ELR} from `kafka-topics --describe` (4.x says
-    `Elr:` when eligible leader replicas are on; absent, nothing)."""
+    `Elr:` whether or not eligible leader replicas are on: empty when off)."""
     out = {}
     for line in text.splitlines():
         m = re.search(r"Topic:\s*(\S+)\s+Partition:\s*(\d+)", line)

@@ -224,6 +224,7 @@ class KafkaSystem(System):
             ),
             "txn": q.txn,
             **({"transaction_version": self.transaction_version()} if self.transacts() else {}),
+            **({"elr": self.elr()} if d.elr else {}),
             "read_committed": q.read_committed,
             "send_batch": q.send_batch,
             "replication_factor": found.get("replication_factor", d.replication_factor),
@@ -242,13 +243,22 @@ class KafkaSystem(System):
         the one the clients speak: kafka-python's EndTxn stops at v3, before
         KIP-890's v2; the Java client speaks v2 where it is finalized (each
         txn completion says what it spoke)."""
-        level = (self.finalized or {}).get("transaction.version")
-        finalized = int(level) if level is not None and str(level).isdigit() else None
+        finalized = self.finalized_level("transaction.version")
         if self.options.client != "java":
             spoken = 1
         else:
             spoken = None if finalized is None else min(finalized, 2) or 1
         return {"finalized": finalized, "spoken": spoken}
+
+    def elr(self) -> dict[str, Any]:
+        """--elr as asked, and the eligible.leader.replicas.version the
+        brokers finalized (read at prepare; None if it could not be)."""
+        finalized = self.finalized_level("eligible.leader.replicas.version")
+        return {"asked": self.db.opts.elr, "finalized": finalized}
+
+    def finalized_level(self, feature: str) -> int | None:
+        level = (self.finalized or {}).get(feature)
+        return int(level) if level is not None and str(level).isdigit() else None
 
     def record(self) -> dict[str, Any]:
         return {
@@ -326,9 +336,11 @@ class KafkaSystem(System):
             warm_up_share_group(self.db.bootstrap(), self.options, self.db.opts.ready_timeout)
         if self.ctx.existing:
             self.db.settings = topic_settings(self.db.bootstrap(), self.queue)
-        if self.transacts() and not self.ctx.existing:  # (an existing cluster: not asked yet)
+        # which transaction protocol they offer, whether eligible leaders are on
+        # (an existing cluster: not asked yet)
+        if (self.transacts() or self.db.opts.elr) and not self.ctx.existing:
             try:
-                self.finalized = self.db.finalized()  # which transaction protocol they offer
+                self.finalized = self.db.finalized()
             except DBError as e:
                 log.warning("the brokers' feature levels could not be read: %s", e)
         warm_up(

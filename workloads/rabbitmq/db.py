@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.nodes.remote import Remote, RemoteError, on_all
-from harness.options import AT_LEAST_ONE, check_values, option
+from harness.options import AT_LEAST_ONE, DEFAULT_STATE, check_values, option
 
-from ..capabilities import BrokerState, Clocks, DataFiles, RollingUpgrade
+from ..capabilities import BrokerState, Clocks, DataFiles, DiskFaults, PowerLoss, RollingUpgrade
 from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
-from ..install import ensure_package
+from ..install import DIST_ROOT, ensure_package
+from ..lazyfs.mount import LazyMount, OnLazyfs, lose
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from .leaders import QueueLeaders
 from .members import QuorumMembers
@@ -52,6 +53,11 @@ class RabbitMQOptions:
     streams: bool = False  # the stream protocol plugin (port 5552), for --queue-type stream
     faketime: bool = option(
         False, "nodes read their wall clock through libfaketime, which the clock fault sets"
+    )
+    lazyfs: bool = option(
+        False,
+        "node data (its mnesia directory: queues, streams, the metadata store) on lazyfs, "
+        "which loses every write not fsynced at a power-loss fault",
     )
 
     rabbitmq_home: str | None = option(
@@ -91,6 +97,7 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
         # node -> the length of its log when `start` began a boot
         self.boot_offsets: dict[str, int] = {}
         self.taken_out: set[str] = set()  # nodes a membership fault took out of the queues
+        self.lazy = LazyMount(DEFAULT_STATE, DIST_ROOT) if self.opts.lazyfs else None
 
     # -- per-node facts ---------------------------------------------------
     def node_versions(self) -> dict[str, str]:
@@ -99,8 +106,12 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
     def dir(self, node: Remote) -> str:
         return f"{self.opts.base}/{node.name}/rabbitmq"
 
+    def data(self, node: Remote) -> str:
+        """Everything the node keeps (RABBITMQ_MNESIA_BASE): lazyfs's mount."""
+        return f"{self.dir(node)}/mnesia"
+
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
-        return files_of_kinds(node, f"{self.dir(node)}/mnesia", file_kind, kinds)
+        return files_of_kinds(node, self.data(node), file_kind, kinds)
 
     def scratch(self, node: Remote) -> str:
         return f"{self.dir(node)}/scratch"
@@ -117,7 +128,7 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
             "HOME": f"{d}/home",  # the Erlang cookie lives here, not in root's HOME
             "RABBITMQ_NODENAME": self.node_name(node),
             "RABBITMQ_USE_LONGNAME": "true",
-            "RABBITMQ_MNESIA_BASE": f"{d}/mnesia",
+            "RABBITMQ_MNESIA_BASE": self.data(node),
             "RABBITMQ_LOG_BASE": f"{d}/log",
             "RABBITMQ_CONFIG_FILE": f"{d}/etc/rabbitmq.conf",
             "RABBITMQ_ADVANCED_CONFIG_FILE": f"{d}/etc/advanced.config",
@@ -208,7 +219,11 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
             if node.run(f"test -x {shlex.quote(home)}/sbin/rabbitmq-server", check=False).exit:
                 raise DBError(f"{node.name}: no RabbitMQ install at {home} (sbin/rabbitmq-server)")
         self.running[node.name] = self.opts.rabbitmq_home
+        lose(node, self.data(node))  # a killed run's mount, before its tree goes
         node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/mnesia {d}/home")
+        if self.lazy:
+            self.installed[node.name].update(self.lazy.install(node))
+            self.lazy.mount(node, self.data(node))
         node.write(f"{d}/home/.erlang.cookie", self.cookie, mode=0o400)
         node.write(
             f"{d}/etc/rabbitmq.conf",
@@ -402,6 +417,13 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
                 raise DBError(f"enabling feature flags: {(r.err or r.out).strip()[-400:]}")
             time.sleep(1)
 
+    def checkpoint(self) -> None:
+        """On lazyfs: what every node wrote so far (its boot, the cluster, the
+        test's queue) goes to disk before the faults begin."""
+        if self.lazy:
+            for node in self.nodes:
+                self.lazy.checkpoint(node, self.data(node))
+
     def finalized(self) -> dict[str, Any]:
         r = self.ctl(self.nodes[0], "list_feature_flags name state --formatter json", timeout=60)
         return {f["name"]: f["state"] for f in json.loads(r.out or "[]")}
@@ -418,6 +440,7 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
             # epmd is started by the node's own erl, one per network namespace;
             # `epmd -kill` asks that local daemon to exit.
             node.run("epmd -kill >/dev/null 2>&1; true", check=False, timeout=10)
+            lose(node, self.data(node))  # a lazyfs mount goes before its tree
             node.run(f"rm -rf {self.dir(node)}", check=False, timeout=30)
         except RemoteError as e:
             log.warning("%s: rabbitmq teardown: %s", node.name, e)
@@ -436,6 +459,17 @@ class ClockedRabbitMQ(FakedClock, RabbitMQ, Clocks):
         }
 
 
+class LazyfsRabbitMQ(RabbitMQ, OnLazyfs, PowerLoss, DiskFaults):
+    """RabbitMQ with its data on lazyfs (--lazyfs): its nodes can lose power,
+    and their disks fill or stall."""
+
+
+class ClockedLazyfsRabbitMQ(ClockedRabbitMQ, LazyfsRabbitMQ):
+    """--faketime and --lazyfs."""
+
+
 def rabbitmq_class(opts: RabbitMQOptions) -> type[RabbitMQ]:
     """The lifecycle class of nodes the tool runs with these options."""
-    return ClockedRabbitMQ if opts.faketime else RabbitMQ
+    if opts.faketime:
+        return ClockedLazyfsRabbitMQ if opts.lazyfs else ClockedRabbitMQ
+    return LazyfsRabbitMQ if opts.lazyfs else RabbitMQ

@@ -33,6 +33,7 @@ BROKER_OPTIONS = (
     "rabbitmq_home",
     "upgrade_home",
     "faketime",
+    "lazyfs",
 )
 
 

@@ -211,3 +211,5 @@ class RabbitMQSystem(System):
             client.ch.queue_declare(self.queue, durable=True, arguments=self.options.arguments())
         finally:
             client.close()
+        if not self.ctx.existing:
+            self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss

@@ -274,11 +274,12 @@ def test_a_full_disk_and_stalled_fsyncs_on_one_broker_lose_nothing(state, tmp_pa
     (what each did in the stop op). Kafka takes the failed log directory
     offline and the broker halts; the stop starts it again. The other two
     replicas hold every acknowledged write: nothing lost, every replica the
-    same at the end."""
+    same at the end. Formatted with eligible leader replicas off (4.0's
+    default; on from 4.1): the brokers finalize what was asked, and say so."""
     run_dir, doc = run(
         state,
         tmp_path,
-        {"acks": "all", "idempotence": True, "lazyfs": True},
+        {"acks": "all", "idempotence": True, "lazyfs": True, "elr": "off"},
         time_limit=20,
         nemesis=["disk-full", "fsync-stall"],
         nemesis_interval=3,
@@ -320,6 +321,8 @@ def test_a_full_disk_and_stalled_fsyncs_on_one_broker_lose_nothing(state, tmp_pa
     for p in ("at-least-once", "broker-agrees"):
         assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
     assert counts["replica-divergence"] == 0
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["config"]["elr"] == {"asked": "off", "finalized": 0}
     print(f"\nkafka disk faults: refused {refused}, stalled {stalled}; {counts}")
 
 

@@ -46,6 +46,11 @@ def run(state, tmp_path, **kw):
     return Run(opts).execute()
 
 
+SEED_LAZYFS = 5  # the disk fills first, then the power goes
+DISK_ALARM_SET = re.compile(r"disk resource limit alarm set")
+DISK_ALARM_CLEARED = re.compile(r"disk resource limit alarm cleared")
+
+
 def fault_kinds(ops):
     return {op["f"] for op in ops if op["process"] == "nemesis" and op["value"] is not None}
 
@@ -198,6 +203,52 @@ def test_one_node_s_quorum_wal_cut_short_loses_nothing(state, tmp_path):
     assert counts["lost"] == 0 and counts["acknowledged"] > 500
     for p in ("at-least-once", "broker-agrees"):
         assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+
+
+def test_a_quorum_queue_on_lazyfs_keeps_what_it_confirmed_through_power_loss_and_full_disks(
+    state, tmp_path
+):
+    """`--lazyfs --nemesis power-loss,disk-full`, every node struck at once:
+    a power cut loses every write not fsynced; a full disk fails every write
+    that grows a file and reads 0 bytes free. A quorum queue confirms a
+    publish once a majority's Ra log has fsynced it, so the power cuts lose
+    nothing confirmed; the full disks set each node's disk alarm (its free
+    space read as the file system says), which blocks the publishers until
+    the space is back."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        time_limit=24,
+        nemesis=["power-loss", "disk-full"],
+        nemesis_interval=6,
+        fault_targets=["all"],
+        seed=SEED_LAZYFS,
+        system_options={
+            "queue_type": "quorum",
+            "confirms": True,
+            "ack": "manual",
+            "lazyfs": True,
+        },
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    faults = [op for op in ops if op["process"] == "nemesis" and op["value"]]
+    cuts = [op["value"] for op in faults if op["f"] == "start-power-loss"]
+    full = [op["value"] for op in faults if op["f"] == "start-disk-full"]
+    assert cuts and all(v["hit"] == ["n1", "n2", "n3"] for v in cuts), cuts
+    assert full and all(v["hit"] == ["n1", "n2", "n3"] for v in full), full
+    # the nodes' own word: the disk alarm set, publishers blocked, and cleared
+    logs = [p.read_text() for p in sorted((run_dir / "nodes").glob("n*/**/*.log"))]
+    assert any(DISK_ALARM_SET.search(t) for t in logs), "no node set its disk alarm"
+    assert any(DISK_ALARM_CLEARED.search(t) for t in logs), "no node cleared its disk alarm"
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["config"]["db"]["lazyfs"] is True and "lazyfs" in test["installed"]["n1"]
+    stats = json.loads((run_dir / "stats.json").read_text())
+    assert stats["recovered"] is True, stats
+    counts = doc["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 300
+    for p in ("at-least-once", "broker-agrees"):
+        assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    print(f"\nrabbitmq on lazyfs: {len(cuts)} power cuts, {len(full)} full disks; {counts}")
 
 
 def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp_path):
