@@ -137,7 +137,10 @@ def unfenced_brokers(bootstrap: str, timeout: float = 5.0) -> list[int]:
 def warm_up(db, queue, deadline: float, txn: bool) -> None:
     """Makes Kafka create __consumer_offsets (a group's first coordinator
     lookup) and, for transactions, __transaction_state (a first
-    init_transactions), so the first ops do not time out on it."""
+    init_transactions) and a first transactional id on every broker that
+    coordinates some (its first InitProducerId asks the controller for a
+    block of producer ids, which took 2-3 s under a run's load: a CI run's
+    ten producers all timed out on it), so the first ops do not time out."""
     ms = int(deadline * 1000)
     c = KafkaConsumer(
         bootstrap_servers=db.bootstrap(),
@@ -152,16 +155,64 @@ def warm_up(db, queue, deadline: float, txn: bool) -> None:
     finally:
         c.close(autocommit=False, timeout_ms=2000)
     if txn:
-        p = KafkaProducer(
-            bootstrap_servers=db.bootstrap(),
-            transactional_id="queuecheck-warm-up",
-            max_block_ms=ms,
-            client_id="queuecheck-warm-up",
-        )
-        try:
-            p.init_transactions()
-        finally:
-            p.close(timeout=2)
+        init_transactional_id(db.bootstrap(), "queuecheck-warm-up", ms)
+        for tid in one_id_per_coordinator(db.bootstrap(), "queuecheck-warm-up"):
+            init_transactional_id(db.bootstrap(), tid, ms)
+
+
+def init_transactional_id(bootstrap: str, tid: str, ms: int) -> None:
+    p = KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=tid, max_block_ms=ms, client_id=tid
+    )
+    try:
+        p.init_transactions()
+    finally:
+        p.close(timeout=2)
+
+
+def one_id_per_coordinator(bootstrap: str, done: str) -> list[str]:
+    """Transactional ids, one coordinated by each broker that leads a
+    partition of __transaction_state but not `done`'s."""
+    admin = quick_admin(bootstrap, 10.0, "queuecheck-warm-up")
+    try:
+        [info] = admin.describe_topics(["__transaction_state"])
+    finally:
+        admin.close()
+    partitions = info.get("partitions") or []
+    leaders = {p["partition_index"]: p.get("leader_id", -1) for p in partitions}
+    return ids_for_leaders(done, leaders)
+
+
+def ids_for_leaders(done: str, leaders: dict[int, int]) -> list[str]:
+    """`<done>-<k>` ids, the first that hashes to a partition of each leader
+    (`leaders`: partition -> leader id, -1 for none) but `done`'s."""
+    n = len(leaders)
+    if not n:
+        return []
+    covered = {-1, leaders.get(partition_for(done, n))}
+    ids = []
+    for k in range(100 * n):  # ids hash evenly: a hit for every partition long before
+        tid = f"{done}-{k}"
+        leader = leaders.get(partition_for(tid, n), -1)
+        if leader not in covered:
+            covered.add(leader)
+            ids.append(tid)
+    return ids
+
+
+def java_hash(s: str) -> int:
+    """Java's String.hashCode: over UTF-16 code units, in 32-bit arithmetic."""
+    h = 0
+    units = s.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: str, partitions: int) -> int:
+    """Utils.abs(key.hashCode()) % partitions (abs(MIN_VALUE) is 0 there)."""
+    h = java_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def partition_leaders(bootstrap: str, topics: list[str], timeout: float = 5.0) -> dict[int, str]:

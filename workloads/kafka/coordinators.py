@@ -26,7 +26,7 @@ from kafka import KafkaProducer
 
 from ..client import describe
 from ..db import first_answer
-from .admin import broker_hosts, named_brokers, quick_admin
+from .admin import broker_hosts, named_brokers, partition_for, quick_admin
 
 INTERNAL_TOPICS = {
     "group": "__consumer_offsets",
@@ -49,21 +49,6 @@ def producer_id_and_epoch(p: KafkaProducer) -> tuple[int | None, int | None]:
     if held is None or held.producer_id < 0:
         return None, None
     return held.producer_id, held.epoch
-
-
-def java_hash(s: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, in 32-bit arithmetic."""
-    h = 0
-    units = s.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(key: str, partitions: int) -> int:
-    """Utils.abs(key.hashCode()) % partitions (abs(MIN_VALUE) is 0 there)."""
-    h = java_hash(key)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def topic_id_text(topic_id: uuid.UUID | str) -> str:

@@ -1,17 +1,16 @@
 """Where Kafka keeps a coordinator (workloads/kafka/coordinators.py): the
-broker's own hash of the key; the expected hashes are what jshell (OpenJDK
+broker's own hash of the key (admin.py); the expected hashes are what jshell (OpenJDK
 17) printed for `"...".hashCode()`."""
 
 import threading
 import time
 import uuid
 
+from workloads.kafka.admin import ids_for_leaders, java_hash, partition_for
 from workloads.kafka.coordinators import (
     TRANSACTIONAL_IDS,
     KeysInUse,
     coordinator_keys,
-    java_hash,
-    partition_for,
     topic_id_text,
 )
 
@@ -79,3 +78,15 @@ def test_the_fence_waits_for_a_transaction_to_begin_and_no_longer():
     assert time.monotonic() - began < 5  # woken by the begin, not the timeout
     keys.end("queuecheck-x-1")
     assert keys.in_transaction() == []
+
+
+def test_the_warm_up_inits_one_transactional_id_on_every_other_coordinator():
+    leaders = {p: [1, 2, 3][p % 3] for p in range(10)}
+    leaders[4] = -1  # a partition without a leader coordinates nothing
+    ids = ids_for_leaders("queuecheck-warm-up", leaders)
+    first = leaders[partition_for("queuecheck-warm-up", 10)]
+    got = [leaders[partition_for(tid, 10)] for tid in ids]
+    assert sorted(got) == sorted({1, 2, 3} - {first}) and all(
+        t.startswith("queuecheck-warm-up-") for t in ids
+    )
+    assert ids_for_leaders("x", {}) == []
