@@ -13,11 +13,16 @@ from tests.paths import ROOT
 # made here: xdist's own loadgroup cannot name groups under pytest 9.2.
 CLUSTER_GROUP, UNIT_GROUP = "cluster", "units"
 MARKS = ("pytest.mark.integration", "pytest.mark.timing")
+# An integration module that needs no broker (a Spark standalone cluster)
+# goes with the rest: the cluster group's length is the suite's.
+NO_BROKERS = "pytest.mark.no_brokers"
 
 
 @functools.cache
 def module_group(path: str) -> str:
     text = (ROOT / path).read_text()
+    if NO_BROKERS in text:
+        return UNIT_GROUP
     return CLUSTER_GROUP if any(mark in text for mark in MARKS) else UNIT_GROUP
 
 
