@@ -14,7 +14,7 @@ from harness.options import PROBABILITY, option
 
 from .base import FaultContext, Settings
 from .iptables import LOSS_CHAIN, Chain, on_all
-from .targets import TargetOptions, pick_any, refuse_targets
+from .targets import Aim, TargetOptions, refuse_targets
 
 
 @dataclass
@@ -48,8 +48,7 @@ class LossNemesis:
         db: Any = None,
     ):
         self.nodes = nodes
-        self.allowed = list(allowed or ["one"])
-        self.last_chosen: list[str] = []  # whom the previous strike chose (all-but-one)
+        self.aim = Aim(allowed)
         self.db = db
         self.probability = probability
         self.chain = Chain(LOSS_CHAIN)
@@ -59,8 +58,7 @@ class LossNemesis:
         on_all(self.nodes, self.chain.ensure)
 
     def start(self, rng: random.Random) -> Any:
-        self.targets, note = pick_any(self.allowed, self.nodes, rng, self.db, self.last_chosen)
-        self.last_chosen = [node.name for node in self.targets]
+        self.targets, note = self.aim.pick(self.nodes, rng, self.db)
         for node in self.targets:
             self.chain.add(
                 node,

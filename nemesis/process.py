@@ -13,7 +13,7 @@ from workloads.db import DB
 
 from .base import FaultContext, Settings
 from .iptables import on_all
-from .targets import TargetOptions, pick_any, refuse_targets
+from .targets import Aim, TargetOptions, refuse_targets
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +34,8 @@ class _OneNodeFault:
 
     def __init__(self, db: DB, allowed: list[str] | None = None):
         self.db = db
-        self.allowed = list(allowed or ["one"])
+        self.aim = Aim(allowed)
         self.targets: list[Remote] = []
-        self.last_chosen: list[str] = []  # whom the previous strike chose (all-but-one)
 
     def active(self) -> bool:
         return bool(self.targets)
@@ -46,9 +45,7 @@ class _OneNodeFault:
 
     def _aim(self, rng: random.Random) -> tuple[list[Remote], dict[str, Any]]:
         """This strike's targets, and what to record about the choice."""
-        chosen, note = pick_any(self.allowed, self.db.nodes, rng, self.db, self.last_chosen)
-        self.last_chosen = [node.name for node in chosen]
-        return chosen, note
+        return self.aim.pick(self.db.nodes, rng, self.db)
 
     def start(self, rng: random.Random) -> Any:
         chosen, note = self._aim(rng)

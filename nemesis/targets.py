@@ -134,3 +134,20 @@ def pick_any(
 ) -> tuple[list[Remote], dict[str, Any]]:
     """One of the allowed `targets` at random, then its nodes."""
     return pick(rng.choice(targets), nodes, rng, db, last_chosen)
+
+
+class Aim:
+    """One fault's aim, strike after strike: the targets it may take
+    (--fault-targets, one at random a strike) and whom its previous strike
+    chose (the one all-but-one spares is one of them)."""
+
+    def __init__(self, allowed: list[str] | None = None):
+        self.allowed = list(allowed or ["one"])
+        self.last_chosen: list[str] = []
+
+    def pick(
+        self, nodes: list[Remote], rng: random.Random, db: Any = None
+    ) -> tuple[list[Remote], dict[str, Any]]:
+        chosen, note = pick_any(self.allowed, nodes, rng, db, self.last_chosen)
+        self.last_chosen = [node.name for node in chosen]
+        return chosen, note

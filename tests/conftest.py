@@ -13,15 +13,19 @@ from tests.paths import ROOT
 # made here: xdist's own loadgroup cannot name groups under pytest 9.2.
 CLUSTER_GROUP, UNIT_GROUP = "cluster", "units"
 MARKS = ("pytest.mark.integration", "pytest.mark.timing")
-# An integration module that needs no broker (a Spark standalone cluster)
-# goes with the rest: the cluster group's length is the suite's.
-NO_BROKERS = "pytest.mark.no_brokers"
+# The cluster group's length is the suite's, and the units take a third of
+# it: integration modules whose brokers are light on the CPU (NATS; RabbitMQ
+# nodes, whose VMs sleep when idle, in the short modules; containers) or that
+# start none (a Spark standalone cluster) run on the units' worker. They stay niced:
+# their brokers, started over SSH or by dockerd, are not, and the cluster
+# group's harness keeps the first claim on the CPU.
+UNITS_WORKER = "pytest.mark.units_worker"
 
 
 @functools.cache
 def module_group(path: str) -> str:
     text = (ROOT / path).read_text()
-    if NO_BROKERS in text:
+    if UNITS_WORKER in text:
         return UNIT_GROUP
     return CLUSTER_GROUP if any(mark in text for mark in MARKS) else UNIT_GROUP
 
@@ -98,6 +102,21 @@ _module_seconds: dict[str, float] = {}
 def pytest_runtest_logreport(report):
     module = report.nodeid.split("::")[0]
     _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
+    if report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):
+        # named at once, not only in the summary: a run CI stops at its time
+        # limit prints no summary (2026-11-29: one "F" and no name)
+        reporter = _reporter.get("tr")
+        if reporter is not None:
+            took = f"{report.when}, {report.duration:.0f} s"
+            reporter.write_line(f"\nFAILED {report.nodeid} ({took})")
+
+
+_reporter: dict = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    _reporter["tr"] = config.pluginmanager.get_plugin("terminalreporter")
 
 
 @pytest.hookimpl(trylast=True)  # after --durations: the last lines CI shows

@@ -222,6 +222,9 @@ class Run:
         self.run_dir = run = new_run_dir(opts.test_name(), Path(opts.store))
         handler = _log_to(run)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # Ctrl-C heals even where it was ignored when the process began (a
+        # shell's background job): Python then leaves SIGINT ignored
+        old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
         interrupted = False
         try:
             self.progress.phase(f"run directory {run}")
@@ -243,6 +246,7 @@ class Run:
                 self.undo.unwind()
                 run.write_stats(self.stats)
             signal.signal(signal.SIGTERM, old_term)
+            signal.signal(signal.SIGINT, old_int)
             logging.getLogger().removeHandler(handler)
             handler.close()
         if interrupted:

@@ -44,7 +44,7 @@ from ..capabilities import (
 from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answer
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyMount, OnLazyfs, lose
+from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .admin import Admin, partition_leaders, unfenced_brokers
 from .cds import ensure_archive, sharing
 from .coordinators import KafkaCoordinators
@@ -184,6 +184,7 @@ class Kafka(
     ReplicationPort,
     BrokerState,
     DataFiles,
+    LazyData,
 ):
     name = "kafka"
     FILE_KINDS = FILE_KINDS
@@ -392,10 +393,7 @@ class Kafka(
     def _configure(self, node: Remote) -> None:
         d = self.dir(node)
         self.running[node.name] = self.opts.version
-        lose(node, self.data(node))  # a killed run's mount, before its tree goes
-        node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/data", timeout=30)
-        if self.lazy:
-            self.lazy.mount(node, self.data(node))
+        self.renew_tree(node, ["etc", "log", "data"])
         node.write(f"{d}/etc/server.properties", self.server_properties(node))
         node.write(f"{d}/etc/log4j2.properties", self.log4j2(node))
         node.run(
@@ -617,13 +615,6 @@ class Kafka(
             for m in re.finditer(r"Feature:\s*(\S+).*?FinalizedVersionLevel:\s*(\S+)", r.out)
         }
 
-    def checkpoint(self) -> None:
-        """On lazyfs: what every broker wrote so far (format, start-up, the
-        test's topics) goes to disk before the faults begin."""
-        if self.lazy:
-            for node in self.nodes:
-                self.lazy.checkpoint(node, self.data(node))
-
     def read_state(self, into: Path) -> dict[str, Any]:
         """Every replica's log of the test's topics, read on its node, and the
         partitions' metadata, transactions and quorum (state.py)."""
@@ -640,8 +631,7 @@ class Kafka(
         try:
             self.resume(node)
             self.kill(node)
-            lose(node, self.data(node))
-            node.run(f"rm -rf {self.dir(node)}", check=False, timeout=30)
+            self.remove_tree(node)
         except RemoteError:
             pass
 

@@ -111,6 +111,36 @@ def lose(node: Remote, path: str) -> bool:
     return r.out.strip().endswith("1")
 
 
+class LazyData:
+    """A DB's data directory, `data(node)` inside its tree `dir(node)`, and
+    its lazyfs mount `lazy` (None without --lazyfs): the one order in which
+    every broker makes, checkpoints and removes them."""
+
+    lazy: LazyMount | None
+    nodes: list[Remote]
+
+    def renew_tree(self, node: Remote, subdirs: list[str]) -> None:
+        """The node's tree made anew with `subdirs`, the data mounted on lazyfs
+        again; a killed run's mount is lost first (its tree cannot go with it)."""
+        d = shlex.quote(self.dir(node))
+        lose(node, self.data(node))
+        node.run(f"rm -rf {d} && mkdir -p " + " ".join(f"{d}/{s}" for s in subdirs), timeout=30)
+        if self.lazy:
+            self.lazy.mount(node, self.data(node))
+
+    def checkpoint(self) -> None:
+        """On lazyfs: what every node wrote so far (its start, the test's topics,
+        stream or queue) goes to disk before the faults begin."""
+        if self.lazy:
+            for node in self.nodes:
+                self.lazy.checkpoint(node, self.data(node))
+
+    def remove_tree(self, node: Remote) -> None:
+        """The node's tree gone, its lazyfs mount first; raises RemoteError."""
+        lose(node, self.data(node))
+        node.run(f"rm -rf {shlex.quote(self.dir(node))}", check=False, timeout=30)
+
+
 class OnLazyfs:
     """PowerLoss and DiskFaults (workloads/capabilities.py) for a DB whose
     data directory, `data(node)`, is on its LazyMount `lazy`, and whose

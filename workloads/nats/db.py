@@ -41,7 +41,7 @@ from ..capabilities import (
 from ..clock import ClockFile
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyMount, OnLazyfs, lose
+from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats, version_key
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 
@@ -201,7 +201,7 @@ def duration_s(text: str) -> float | None:
     return None
 
 
-class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, DataFiles):
+class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, DataFiles, LazyData):
     name = "nats"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
@@ -334,19 +334,9 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
             self.installed[node.name].update(self.lazy.install(node))
 
     def _configure_and_start(self, node: Remote) -> None:
-        d = self.dir(node)
-        node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/data", timeout=30)
-        if self.lazy:
-            self.lazy.mount(node, self.data(node))
+        self.renew_tree(node, ["etc", "log", "data"])
         node.write(self.config_file(node), self.config(node))
         self.start(node)
-
-    def checkpoint(self) -> None:
-        """On lazyfs: what every server wrote so far (its start, the test's
-        stream) goes to disk before the faults begin."""
-        if self.lazy:
-            for node in self.nodes:
-                self.lazy.checkpoint(node, self.data(node))
 
     def start(self, node: Remote) -> None:
         """Starts the server in the background; its pid lands in the pidfile."""
@@ -644,8 +634,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         try:
             self.resume(node)
             self.kill(node)
-            lose(node, self.data(node))  # a lazyfs mount goes before its tree
-            node.run(f"rm -rf {shlex.quote(self.dir(node))}", check=False, timeout=30)
+            self.remove_tree(node)
         except RemoteError:
             pass
 

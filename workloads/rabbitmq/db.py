@@ -28,7 +28,7 @@ from ..capabilities import BrokerState, Clocks, DataFiles, DiskFaults, PowerLoss
 from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, ensure_package
-from ..lazyfs.mount import LazyMount, OnLazyfs, lose
+from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from .leaders import QueueLeaders
 from .members import QuorumMembers
@@ -82,7 +82,9 @@ def install_name(home: str | None) -> str:
     return home or "debian"
 
 
-class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, BrokerState, DataFiles):
+class RabbitMQ(
+    PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, BrokerState, DataFiles, LazyData
+):
     name = "rabbitmq"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
@@ -219,11 +221,9 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
             if node.run(f"test -x {shlex.quote(home)}/sbin/rabbitmq-server", check=False).exit:
                 raise DBError(f"{node.name}: no RabbitMQ install at {home} (sbin/rabbitmq-server)")
         self.running[node.name] = self.opts.rabbitmq_home
-        lose(node, self.data(node))  # a killed run's mount, before its tree goes
-        node.run(f"rm -rf {d} && mkdir -p {d}/etc {d}/log {d}/mnesia {d}/home")
         if self.lazy:
             self.installed[node.name].update(self.lazy.install(node))
-            self.lazy.mount(node, self.data(node))
+        self.renew_tree(node, ["etc", "log", "mnesia", "home"])
         node.write(f"{d}/home/.erlang.cookie", self.cookie, mode=0o400)
         node.write(
             f"{d}/etc/rabbitmq.conf",
@@ -417,13 +417,6 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
                 raise DBError(f"enabling feature flags: {(r.err or r.out).strip()[-400:]}")
             time.sleep(1)
 
-    def checkpoint(self) -> None:
-        """On lazyfs: what every node wrote so far (its boot, the cluster, the
-        test's queue) goes to disk before the faults begin."""
-        if self.lazy:
-            for node in self.nodes:
-                self.lazy.checkpoint(node, self.data(node))
-
     def finalized(self) -> dict[str, Any]:
         r = self.ctl(self.nodes[0], "list_feature_flags name state --formatter json", timeout=60)
         return {f["name"]: f["state"] for f in json.loads(r.out or "[]")}
@@ -440,8 +433,7 @@ class RabbitMQ(PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, Brok
             # epmd is started by the node's own erl, one per network namespace;
             # `epmd -kill` asks that local daemon to exit.
             node.run("epmd -kill >/dev/null 2>&1; true", check=False, timeout=10)
-            lose(node, self.data(node))  # a lazyfs mount goes before its tree
-            node.run(f"rm -rf {self.dir(node)}", check=False, timeout=30)
+            self.remove_tree(node)
         except RemoteError as e:
             log.warning("%s: rabbitmq teardown: %s", node.name, e)
 

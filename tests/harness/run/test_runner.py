@@ -114,17 +114,25 @@ def test_a_failing_teardown_step_is_logged_and_the_rest_still_run(tmp_path):
     assert cluster.journal.of("close") == ["close n1", "close n2", "close n3"]
 
 
-def test_sigterm_in_the_main_phase_heals_tears_down_and_keeps_the_history(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_or_ctrl_c_in_the_main_phase_heals_tears_down_and_keeps_the_history(
+    tmp_path, signum
+):
+    """SIGTERM behaves as Ctrl-C: the runner turns it into KeyboardInterrupt.
+    Ctrl-C too where the process began with SIGINT ignored (a shell's
+    background job: Python then installs no handler of its own)."""
     cluster = NoopCluster(tmp_path / "leases")
     run = Run(options(tmp_path, time_limit=30.0), quiet(), **cluster.hooks())
-    # SIGTERM behaves as Ctrl-C: the runner turns it into KeyboardInterrupt
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signum))
     timer.start()
     try:
         with pytest.raises(Interrupted) as e:
             run.execute()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # as it was before the run
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, before)
     assert run.undo.done == FULL_TEARDOWN
     history = RunDir.at(str(e.value)).history
     ops = list(read_history(history))  # the prefix is checkable

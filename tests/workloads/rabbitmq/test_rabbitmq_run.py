@@ -1,30 +1,23 @@
 """`queuecheck test --system rabbitmq` for real: a 3-node cluster, pika
-clients, faults, the drain, the Spark checker; and what an interrupted or
-killed harness leaves behind."""
+clients, faults, the drain, the Spark checker (what an interrupted harness
+leaves behind: test_rabbitmq_interrupted.py)."""
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
-import time
+import warnings
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.commands.cli import main
 from harness.history import read_history
-from harness.nodes.localcluster import LocalCluster
-from harness.nodes.remote import Remote
 from harness.run.options import RunOptions
 from harness.run.runner import Run
-from tests.clusters import own_cluster, processes_under, start_test_cli, wait_for_op
+from tests.clusters import own_cluster
 
 pytestmark = pytest.mark.integration
 
 CLUSTER = {"subnet": "10.77.6.0/24", "bridge": "qcqbr6", "prefix": "qcq-"}
-PIDS = "/var/lib/queuecheck/qcq"  # this cluster's own data tree (NodeOptions.data_base)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +40,12 @@ def run(state, tmp_path, **kw):
 
 
 SEED_LAZYFS = 5  # the disk fills first, then the power goes
-DISK_ALARM_SET = re.compile(r"disk resource limit alarm set")
-DISK_ALARM_CLEARED = re.compile(r"disk resource limit alarm cleared")
+DISK_ALARM_SET = re.compile(r"disk resource limit alarm set on node 'rabbit@[\d.]+\.(\d+)'")
+DISK_ALARM_CLEARED = re.compile(r"disk resource limit alarm cleared across the cluster")
+# RabbitMQ 3.10.8 (README, the meta.dets finding): Ra's meta store reopened
+# after the full disk crashed it, then the power cut, and the node never boots
+META_LOST = re.compile(r"BOOT FAILED[\s\S]*not_a_dets_file,\s*\"[^\"]*/quorum/[^\"]*/meta\.dets\"")
+REOPENED = re.compile(r"meta data store initialised for system quorum_queues\. [1-9]\d* record")
 
 
 def fault_kinds(ops):
@@ -218,9 +215,13 @@ def test_a_quorum_queue_on_lazyfs_keeps_what_it_confirmed_through_power_loss_and
     run_dir, doc = run(
         state,
         tmp_path,
-        time_limit=24,
+        # a node's disk monitor looks at most every 10 s (rabbit_disk_monitor's
+        # longest interval, with a roomy disk): a full disk held 12 s is seen
+        # by every node, and the 12 s before the power cut see it cleared
+        # (with 6 s, a CI run saw one node's alarm and no clearing)
+        time_limit=50,
         nemesis=["power-loss", "disk-full"],
-        nemesis_interval=6,
+        nemesis_interval=12,
         fault_targets=["all"],
         seed=SEED_LAZYFS,
         system_options={
@@ -238,17 +239,33 @@ def test_a_quorum_queue_on_lazyfs_keeps_what_it_confirmed_through_power_loss_and
     assert full and all(v["hit"] == ["n1", "n2", "n3"] for v in full), full
     # the nodes' own word: the disk alarm set, publishers blocked, and cleared
     logs = [p.read_text() for p in sorted((run_dir / "nodes").glob("n*/**/*.log"))]
-    assert any(DISK_ALARM_SET.search(t) for t in logs), "no node set its disk alarm"
-    assert any(DISK_ALARM_CLEARED.search(t) for t in logs), "no node cleared its disk alarm"
+    said = "\n".join(logs)
+    assert {n for n in DISK_ALARM_SET.findall(said)} == {"11", "12", "13"}, "not every node"
+    assert DISK_ALARM_CLEARED.search(said), "the alarm was never cleared across the cluster"
     test = json.loads((run_dir / "test.json").read_text())
     assert test["config"]["db"]["lazyfs"] is True and "lazyfs" in test["installed"]["n1"]
     stats = json.loads((run_dir / "stats.json").read_text())
-    assert stats["recovered"] is True, stats
     counts = doc["counts"]
-    assert counts["lost"] == 0 and counts["acknowledged"] > 300
-    for p in ("at-least-once", "broker-agrees"):
-        assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    assert counts["acknowledged"] > 300
     print(f"\nrabbitmq on lazyfs: {len(cuts)} power cuts, {len(full)} full disks; {counts}")
+    if stats["recovered"]:
+        assert counts["lost"] == 0
+        for p in ("at-least-once", "broker-agrees"):
+            assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+        return
+    # The finding (seen in 1 CI run of 4): a node whose Ra meta store the full
+    # disk crashed reopened it (`1 record(s) recovered`), the power cut came
+    # before that rewrite reached the disk, and the node never boots again
+    # (`not_a_dets_file` for quorum/.../meta.dets), not even on the operator's
+    # restart. A majority of the queue gone for good: nothing can be read to
+    # the end, and the run must say so, undecided, never a loss or a pass.
+    dead = [t for t in logs if META_LOST.search(t)]
+    assert dead and all(REOPENED.search(t) for t in dead), stats
+    assert "never showed all of" in stats["recovery-error"], stats
+    assert doc["valid"] == "unknown"
+    held = doc["properties"]["at-least-once"]
+    assert held["valid"] == "unknown" and "no complete final drain" in held["reason"], held
+    warnings.warn(f"RabbitMQ's meta.dets finding struck this run: {len(dead)} nodes", stacklevel=1)
 
 
 def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp_path):
@@ -282,105 +299,6 @@ def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp
     for p in ("at-least-once", "broker-agrees"):
         assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
     print(f"\nrabbitmq membership: {[(v['member'], v['target']) for v in starts]}; {counts}")
-
-
-def start_cli(state, tmp_path, *args):
-    return start_test_cli(state, tmp_path, CLUSTER, *args)
-
-
-def cut_rules(nodes):
-    return sum(
-        int(n.run("iptables -w -S QC-PARTITION 2>/dev/null | grep -c -- '^-A'", check=False).out)
-        for n in nodes
-    )
-
-
-def nodes_of(state):
-    return [Remote(s) for s in LocalCluster(nodes=3, state=state / "cluster", **CLUSTER).specs()]
-
-
-def test_ctrl_c_twice_still_heals_tears_down_and_keeps_the_history(state, tmp_path):
-    proc, store = start_cli(
-        state,
-        tmp_path,
-        # the cut lasts at least half an interval (4 s) after it is in place:
-        # time for the checks below over SSH on a loaded machine
-        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "8"),
-    )
-    try:
-        history = wait_for_op(store, "start-partition")
-        assert cut_rules(nodes_of(state)) > 0
-        proc.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + 30
-        while "interrupted: healing" not in (tmp_path / "cli.log").read_text():
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)  # an impatient second Ctrl-C while it heals
-        assert proc.wait(90) == 2
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    out = (tmp_path / "cli.log").read_text()
-    assert "history kept in" in out and "still healing" in out
-    assert "Traceback" not in out
-    assert list(read_history(history))  # a complete, checkable history
-    nodes = nodes_of(state)
-    assert cut_rules(nodes) == 0
-    for n in nodes:  # the brokers were stopped: no pidfile names a live process
-        r = n.run(
-            f"p=$(cat {PIDS}/{n.name}/rabbitmq/rabbit.pid 2>/dev/null) && kill -0 $p",
-            check=False,
-        )
-        assert r.exit != 0
-
-
-def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_stops_all_it_left(state, tmp_path, capsys):
-    """With the PostgreSQL sink: brokers, the sink's server and the cuts all
-    outlive a kill -9 of the harness; `cluster up` stops every one."""
-    proc, store = start_cli(
-        state,
-        tmp_path,
-        # the cut lasts at least half an interval (4 s) after it is in place:
-        # time for the checks below over SSH on a loaded machine
-        *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "8"),
-        *("--sink", "dedupe", "--sink-db", "postgres"),
-    )
-    try:
-        history = wait_for_op(store, "start-partition")
-        time.sleep(0.2)  # a few more client ops land after the cut
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    nodes = nodes_of(state)
-    assert cut_rules(nodes) > 0  # the partition outlived the harness
-    assert processes_under(PIDS), "the brokers outlived the harness"
-    assert processes_under(history.resolve().parent / "postgres"), "so did the sink's server"
-    # `queuecheck check` in this process: a child's would start Spark cold (~40 s)
-    code = main(["check", str(history.parent)])
-    out = capsys.readouterr().out
-    assert code in (0, 1, 2) and "results:" in out, out
-    assert (history.parent / "results.json").is_file()
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.commands.cli",
-            "cluster",
-            "up",
-            "--state",
-            str(state),
-            *[f"--{k}={v}" for k, v in CLUSTER.items()],
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    assert cut_rules(nodes) == 0
-    assert processes_under(PIDS) == []
-    assert processes_under(history.resolve().parent / "postgres") == []
 
 
 def test_the_report_renders_in_a_real_browser_with_verdict_and_plots(quorum_run, tmp_path):
@@ -455,48 +373,3 @@ def test_consumers_crashing_after_their_effect_duplicate_it_unless_the_sink_dedu
         assert counts["duplicated"] > 0 and counts["effect-duplicated"] == 0
         assert eoe == {"valid": True, "claimed": True, "exercised": True}
         assert doc["valid"] is True
-
-
-def test_a_second_run_on_the_cluster_is_refused_and_the_first_is_unspoiled(state, tmp_path, capsys):
-    """A nightly run is under way on the cluster when a second `queuecheck
-    test` starts on the same machine: the second exits 2 at once, naming the
-    first, and touches nothing; the first runs to its verdict as it would
-    have alone (nothing lost, its drain complete)."""
-    first, store = start_cli(
-        state,
-        tmp_path,
-        *("--time-limit", "15", "--nemesis", "partition", "--nemesis-interval", "6"),
-        # a bridge can leave RabbitMQ's Mnesia split until a restart (pause_minority:
-        # no node is in a minority; seen in CI, each side listing only itself): the
-        # operator's restart comes after 30 s, not 120; the verdict is what matters here
-        *("--recovery-timeout", "30"),
-    )
-    try:
-        wait_for_op(store, "start-partition")  # its main phase, faults and all
-        began = time.monotonic()
-        second = subprocess.run(
-            [
-                *(sys.executable, "-m", "harness.commands.cli", "test"),
-                *("--state", str(state), "--store", str(tmp_path / "second")),
-                *[f"--{k}={v}" for k, v in CLUSTER.items()],
-                *("--time-limit", "20"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert second.returncode == 2, second.stdout + second.stderr
-        assert time.monotonic() - began < 30  # at once: no node reached, no wait
-        said = " ".join(second.stderr.split())
-        assert f"in use by the run of pid {first.pid}" in said, said
-        assert str(store) in said and "--prefix, --subnet and --bridge" in said
-        assert "Traceback" not in second.stdout + second.stderr
-        assert not (tmp_path / "second" / "latest").exists()
-        assert first.wait(300) == 0
-    finally:
-        if first.poll() is None:
-            first.kill()
-    # in this process: a child's check would start Spark cold (~40 s)
-    assert main(["check", str(store / "latest")]) == 0, capsys.readouterr().out  # every claim held
-    results = json.loads((store / "latest" / "results.json").read_text())
-    assert results["counts"]["lost"] == 0 and results["history"]["final-read-complete"]
