@@ -474,7 +474,8 @@ def discarded_windows(state: dict[str, Any]) -> list[dict[str, Any]]:
     not the first: a window never starts before the cut that ended in the
     restart."""
     t0 = state.get("history_started_unix")
-    events = sorted(state.get("events") or [], key=lambda e: e["at"])
+    # only the nodes' log events carry a time (a share group's do not: contract)
+    events = sorted((e for e in state.get("events") or [] if "at" in e), key=lambda e: e["at"])
     mirrored = sorted({e["queue"] for e in events if e["event"] == "promoted"})
     if t0 is None or not mirrored:
         return []

@@ -81,7 +81,16 @@ ALL = {0: 10, 1: 11, 2: 12, 3: 13}  # offset -> id, as every replica should hold
 
 
 def test_brokers_that_agree_with_the_history_hold_it(spark, tmp_path):
-    run = run_dir(tmp_path, history({10: 0, 11: 1, 12: 2, 13: 3}), {n: ALL for n in BROKERS})
+    """Also with events that carry no time, as the contract allows (a share
+    group's last attempts: a CI run's broker-agrees was unknown, KeyError)."""
+    last = {"node": "n1", "event": "share-last-attempt", "topic": "t", "partition": 0, "offset": 2}
+    run = run_dir(
+        tmp_path,
+        history({10: 0, 11: 1, 12: 2, 13: 3}),
+        {n: ALL for n in BROKERS},
+        events=[last],
+        history_started_unix=1000.0,
+    )
     result = judge(spark, run)
     assert result.properties[PROPERTY].valid is True
     assert set(result.counts.values()) == {0}

@@ -317,12 +317,16 @@ class NatsQueueClient:
 
     # -- drain ------------------------------------------------------------
     async def _drain_open(self, js: Any) -> None:
-        info = await js.stream_info(self.opts.stream)
-        self._drain_last = info.state.last_seq
-        self._drain_at = 0
+        """A reader of the stream from the sequence after the last one handed
+        over; its end, the stream's last sequence, fixed by the first open."""
+        if not self._drain_last:
+            info = await js.stream_info(self.opts.stream)
+            self._drain_last = info.state.last_seq
+        after = self._drain_at
         config = ConsumerConfig(
             ack_policy=AckPolicy.NONE,
-            deliver_policy=DeliverPolicy.ALL,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
+            opt_start_seq=after + 1 if after else None,
             inactive_threshold=self.deadline * 6,
             mem_storage=True,
         )
@@ -331,29 +335,35 @@ class NatsQueueClient:
         )
 
     def _drain(self, op: Op) -> Op:
+        # Asked as the cluster comes back, the stream may not have its leader
+        # yet, or lose it again (503 no responders, a timeout, at the open or
+        # at a fetch: a CI run's first fetch after the operator's restart):
+        # opened again where it stopped, until the deadline
+        msgs: list[dict] = []
         end = time.monotonic() + self.deadline * 2
-        while self._drain_sub is None:
-            # Asked as the cluster comes back, the stream may not have its
-            # leader yet (503 no responders, a timeout): asked again
+        while len(msgs) < DRAIN_CHUNK:
             try:
-                self._run(self._drain_open(self._connected()))
+                if self._drain_sub is None:
+                    self._run(self._drain_open(self._connected()))
+                if self._drain_at >= self._drain_last:
+                    break
+                want = min(DRAIN_CHUNK - len(msgs), self._drain_last - self._drain_at)
+                got = self._run(self._fetch(self._drain_sub, want, 1.0))
             except Exception as e:  # noqa: BLE001 - not yet: again, until the deadline
                 self._drop()
                 if time.monotonic() > end:
+                    if msgs:
+                        break
                     return complete(op, "info", None, f"the stream did not answer: {describe(e)}")
                 time.sleep(0.5)
-        msgs: list[dict] = []
-        end = time.monotonic() + self.deadline * 2
-        while self._drain_at < self._drain_last and len(msgs) < DRAIN_CHUNK:
+                continue
+            for m in got:
+                self._drain_at = max(self._drain_at, m.metadata.sequence.stream)
+            msgs.extend(self._stored(got))
             if time.monotonic() > end:
                 if msgs:
                     break
                 return complete(op, "info", None, "no progress toward the stream's last sequence")
-            want = min(DRAIN_CHUNK - len(msgs), self._drain_last - self._drain_at)
-            got = self._run(self._fetch(self._drain_sub, want, 1.0))
-            for m in got:
-                self._drain_at = max(self._drain_at, m.metadata.sequence.stream)
-            msgs.extend(self._stored(got))
         return complete(op, "ok", {"msgs": msgs})
 
     # -- ends -------------------------------------------------------------

@@ -340,10 +340,14 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
     at a time: under a partition, or overlapping faults, the share consumers
     of confluent-kafka 2.16 got nothing for the rest of a 20 s run.)"""
     aimed = {"fault_targets": ["share-coordinator"]} if client == "java" else {}
+    # a partition for each of the five consumers: on three, members share
+    # them and the first to fetch acquires up to 500 records; in a CI run the
+    # two consumers the crashes were armed on got none in 25 s, and so never
+    # reached the crash point (no consumer crashed)
     run_dir, doc = run(
         state,
         tmp_path,
-        {"acks": "all", "client": client, "consumer_mode": "share"},
+        {"acks": "all", "client": client, "consumer_mode": "share", "partitions": 5},
         time_limit=25,
         nemesis=["crash-client", "kill"],
         nemesis_interval=4,
@@ -385,7 +389,8 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
     assert counts["unaccepted"] == counts["over-delivered"] == 0
     assert counts["release-not-redelivered"] == 0
     assert doc["history"]["final-read-complete"] is True
-    for p in ("at-least-once", "share-at-least-once", "share-delivery-limit", "share-redelivery"):
+    held = ("at-least-once", "share-at-least-once", "share-delivery-limit", "share-redelivery")
+    for p in (*held, "broker-agrees"):  # unknown on every share run before 2026-11-29: KeyError
         assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
     # Kafka 4.3 logs each acquisition on a last attempt (limit 3): the state
     # read kept them, at places the history delivered records at
