@@ -351,19 +351,18 @@ class NatsQueueClient:
                 got = self._run(self._fetch(self._drain_sub, want, 1.0))
             except Exception as e:  # noqa: BLE001 - not yet: again, until the deadline
                 self._drop()
-                if time.monotonic() > end:
-                    if msgs:
-                        break
-                    return complete(op, "info", None, f"the stream did not answer: {describe(e)}")
-                time.sleep(0.5)
-                continue
-            for m in got:
-                self._drain_at = max(self._drain_at, m.metadata.sequence.stream)
-            msgs.extend(self._stored(got))
+                got, why = None, f"the stream did not answer: {describe(e)}"
+            else:
+                for m in got:
+                    self._drain_at = max(self._drain_at, m.metadata.sequence.stream)
+                msgs.extend(self._stored(got))
+                why = "no progress toward the stream's last sequence"
             if time.monotonic() > end:
                 if msgs:
                     break
-                return complete(op, "info", None, "no progress toward the stream's last sequence")
+                return complete(op, "info", None, why)
+            if got is None:
+                time.sleep(0.5)
         return complete(op, "ok", {"msgs": msgs})
 
     # -- ends -------------------------------------------------------------

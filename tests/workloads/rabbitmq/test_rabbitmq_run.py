@@ -245,7 +245,7 @@ def test_a_quorum_queue_on_lazyfs_keeps_what_it_confirmed_through_power_loss_and
     # the nodes' own word: the disk alarm set, publishers blocked, and cleared
     logs = [p.read_text() for p in sorted((run_dir / "nodes").glob("n*/**/*.log"))]
     said = "\n".join(logs)
-    assert {n for n in DISK_ALARM_SET.findall(said)} == {"11", "12", "13"}, "not every node"
+    assert set(DISK_ALARM_SET.findall(said)) == {"11", "12", "13"}, "not every node"
     assert DISK_ALARM_CLEARED.search(said), "the alarm was never cleared across the cluster"
     test = json.loads((run_dir / "test.json").read_text())
     assert test["config"]["db"]["lazyfs"] is True and "lazyfs" in test["installed"]["n1"]
