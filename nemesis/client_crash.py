@@ -20,6 +20,9 @@ from workloads.client import CRASH_POINTS, IN_FLIGHT, NEXT_OP
 from .base import ClientCrashes, FaultContext, InstantFault, Settings
 
 RANDOM = "random"
+# "lately" for a crash at a delivery point: a consumer handed messages this
+# recently is likely to be handed more before the run ends
+DELIVERING_WITHIN_S = 5.0
 POINTS = (NEXT_OP, *CRASH_POINTS, RANDOM)
 TARGETS = ("consumers", "producers", "both")
 
@@ -82,14 +85,20 @@ class ClientCrashNemesis(InstantFault):
         crashed = []
         if self.target in ("consumers", "both") and self.consumers:
             point = rng.choice(CRASH_POINTS) if self.point == RANDOM else self.point
-            crashed += self.interpreter.crash([self._pick(self.consumers, rng)], point)
+            # a crash in the processing of a delivery fires only on a consumer
+            # that gets some: one holding empty partitions (a group's, a share
+            # group's) would keep it armed to the end of the run
+            slot = self._pick(self.consumers, rng, delivering=point != NEXT_OP)
+            crashed += self.interpreter.crash([slot], point)
         if self.target in ("producers", "both") and self.producers:
             crashed += self.interpreter.crash([self._pick(self.producers, rng)], IN_FLIGHT)
         return {"crashed": crashed}
 
-    def _pick(self, slots: list[int], rng: random.Random) -> int:
+    def _pick(self, slots: list[int], rng: random.Random, delivering: bool = False) -> int:
         """A slot with no crash pending, if there is one: a slot stuck in a long
         op (a send retried under a partition) still holds its last crash, and
-        asking it again would record two crashes where one happens."""
+        asking it again would record two crashes where one happens. With
+        `delivering`, one of those handed messages lately, if any was."""
         free = [i for i in slots if not self.interpreter.crash_pending(i)]
-        return rng.choice(free or slots)
+        busy = self.interpreter.delivering(free, DELIVERING_WITHIN_S) if delivering else []
+        return rng.choice(busy or free or slots)

@@ -106,6 +106,7 @@ class Slot:
         # point of CRASH_POINTS drops it there while it processes its next delivery.
         self.crash: str | None = None
         self.rng = rng
+        self.delivered_at: float | None = None  # monotonic time of its last ok delivery
 
 
 class Interpreter:
@@ -187,6 +188,8 @@ class Interpreter:
             if in_flight:
                 self._retire(slot, crashed=IN_FLIGHT)
             elif rec["type"] == "ok":
+                if _delivers(rec):
+                    slot.delivered_at = time.monotonic()
                 point = slot.crash if slot.crash in CRASH_POINTS and _delivers(rec) else None
                 if point:  # a consumer dies at the chosen moment of its processing
                     client.after_recorded(rec, crash_point=point)
@@ -274,6 +277,16 @@ class Interpreter:
     def crash_pending(self, index: int) -> bool:
         """Whether the slot was asked to crash and has not yet."""
         return self.slots[index].crash is not None
+
+    def delivering(self, indexes: list[int], within: float) -> list[int]:
+        """Those of the slots whose consumer was handed messages in the last
+        `within` seconds."""
+        now = time.monotonic()
+        return [
+            i
+            for i in indexes
+            if (at := self.slots[i].delivered_at) is not None and now - at <= within
+        ]
 
     # -- ending -----------------------------------------------------------
     def join(self, timeout: float) -> bool:

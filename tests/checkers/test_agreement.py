@@ -62,7 +62,7 @@ from tests.reference import (
 
 EXAMPLES = 200
 SINGLES = 10  # histories the Spark test also checks alone
-UNION = 50  # histories per joined Spark check
+UNION = 100  # histories per joined Spark check
 SEEDS = 200  # fixed histories: the coverage test's, checked by Spark every run
 
 # Every anomaly the generator must produce, so that agreement means something.

@@ -17,9 +17,10 @@ pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (con
 class ScriptedClient:
     """Does what `behaviour(op)` says: "ok", "fail", "raise", "hang", "hang-hard"."""
 
-    def __init__(self, node, behaviour):
+    def __init__(self, node, behaviour, msgs=()):
         self.node = node
         self.behaviour = behaviour
+        self.msgs = list(msgs)  # what each receive hands over
         self.aborted = threading.Event()
         self.acked = []
         self.crash_points = []
@@ -33,7 +34,7 @@ class ScriptedClient:
             raise OSError("socket shut")
         if what == "hang-hard":  # ignores the abort entirely
             threading.Event().wait(30)
-        return complete(op, what, op["value"] if op["f"] == "send" else {"msgs": []})
+        return complete(op, what, op["value"] if op["f"] == "send" else {"msgs": self.msgs})
 
     def after_recorded(self, completion, crash_point=None):
         self.acked.append(completion["index"])
@@ -182,6 +183,30 @@ def test_a_crash_point_strikes_while_the_next_delivery_is_processed(tmp_path):
     assert [op["process"] for op in ops if op["type"] == "ok"] == [0, 1, 1]
     crashes = [op for op in ops if op["f"] == "crash"]
     assert [(c["process"], c["value"]["point"]) for c in crashes] == [(0, "after-effect")]
+
+
+def test_only_slots_handed_messages_lately_are_delivering(tmp_path):
+    """What the crash-client fault aims a delivery-point crash at: slot 0's
+    receives carry a message, slot 1's are empty (a member holding empty
+    partitions); neither is delivering before it ran, nor long after."""
+    left = iter(range(6))
+
+    def new_client(slot):
+        if slot == 0:
+            return ScriptedClient("n1", lambda op: "ok", msgs=[{"id": 1, "queue": "q"}])
+        return ScriptedClient("n1", lambda op: "ok")
+
+    def next_op(slot):
+        return None if next(left, None) is None else {"f": "receive", "value": None}
+
+    with HistoryWriter(tmp_path / "history.jsonl") as h:
+        interp = Interpreter(h, new_client, next_op, 2)
+        assert interp.delivering([0, 1], within=60) == []
+        interp.start()
+        assert interp.join(timeout=10)
+        assert interp.delivering([0, 1], within=60) == [0]
+        assert interp.delivering([1], within=60) == []
+        assert interp.delivering([0, 1], within=0) == []  # not in the last instant
 
 
 def one_sender(path, make_client, setup=lambda interp: None, sends=3):

@@ -347,7 +347,17 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
     run_dir, doc = run(
         state,
         tmp_path,
-        {"acks": "all", "client": client, "consumer_mode": "share", "partitions": 5},
+        # a record in three released: many reach the limit's last attempt in
+        # the main phase even when it is slow (a CI run beside a busy worker
+        # acked 600 in 25 s; at one in twelve none was delivered twice before
+        # the drain, and the brokers logged no last attempt)
+        {
+            "acks": "all",
+            "client": client,
+            "consumer_mode": "share",
+            "partitions": 5,
+            "share_acks": "accept=62,release=35,reject=3",
+        },
         time_limit=25,
         nemesis=["crash-client", "kill"],
         nemesis_interval=4,
