@@ -87,7 +87,7 @@ detection: setup kafka-jars
 # Two workers: the cluster tests' modules in one, in order; the rest beside
 # them, niced (tests/conftest.py).
 test: setup kafka-jars nats-server
-	$(BIN)/pytest -q --durations=12 -n 2
+	$(BIN)/pytest -q --durations=12 -n 3
 
 unit: setup
 	$(BIN)/pytest -q -m 'not integration'

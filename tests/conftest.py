@@ -5,42 +5,42 @@ import pytest
 
 from tests.paths import ROOT
 
-# `make test` runs two pytest-xdist workers (-n 2): one runs every module
-# that holds a cluster test (or a test that times something) one after
-# another, as before; the other runs every other module beside them, niced,
-# so it takes the CPU the brokers leave idle and never slows their runs.
-# The split is by module (a cluster module's fixtures are its cluster), and
-# made here: xdist's own loadgroup cannot name groups under pytest 9.2.
-CLUSTER_GROUP, UNIT_GROUP = "cluster", "units"
+# `make test` runs three pytest-xdist workers, one group of modules each,
+# in collection order (a cluster module's fixtures are its cluster):
+# - "cluster": every other module that holds a cluster test (Kafka's,
+#   RabbitMQ's long ones) or a test that times something, one after another;
+# - "light": integration modules light on the CPU (NATS's, RabbitMQ's,
+#   containers, a Spark standalone cluster: mostly waiting on their runs'
+#   time limits), niced, beside it;
+# - "units": every other test (Spark's golden and agreement tests take the
+#   CPU), niced more, beside both.
+# With two workers (the light modules with the units) the units' worker was
+# the suite's length: 99 minutes in a CI run, the cluster's 78 (README, tests/).
+# Made here: xdist's own loadgroup cannot name groups under pytest 9.2.
+CLUSTER_GROUP, LIGHT_GROUP, UNIT_GROUP = "cluster", "light", "units"
 MARKS = ("pytest.mark.integration", "pytest.mark.timing")
-# The cluster group's length is the suite's: integration modules whose
-# brokers are light on the CPU (NATS; RabbitMQ in the short modules;
-# containers) or that start none (a Spark standalone cluster) run on the
-# units' worker too, niced, and so are the brokers their clusters' sshd
-# starts (it is the worker's child; containers are not). Two clusters at
-# once still share the disks: every module ran 10-35 % slower, and the
-# suite went from 92 to 80 minutes (README, tests/).
-UNITS_WORKER = "pytest.mark.units_worker"
+LIGHT = "pytest.mark.light_integration"
+NICENESS = {CLUSTER_GROUP: 0, LIGHT_GROUP: 5, UNIT_GROUP: 10}
 
 
 @functools.cache
 def module_group(path: str) -> str:
     text = (ROOT / path).read_text()
-    if UNITS_WORKER in text:
-        return UNIT_GROUP
+    if LIGHT in text:
+        return LIGHT_GROUP
     return CLUSTER_GROUP if any(mark in text for mark in MARKS) else UNIT_GROUP
 
 
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
-    class TwoGroups(LoadScopeScheduling):
+    class ByGroup(LoadScopeScheduling):
         """Each worker one group: the modules of a group in collection order."""
 
         def _split_scope(self, nodeid: str) -> str:
             return module_group(nodeid.split("::")[0])
 
-    return TwoGroups(config, log)
+    return ByGroup(config, log)
 
 
 _reniced = False
@@ -51,8 +51,9 @@ def pytest_runtest_setup(item):
     if _reniced or not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     _reniced = True  # decided once: a worker runs one group
-    if module_group(item.nodeid.split("::")[0]) == UNIT_GROUP:
-        os.nice(10)  # this worker and all it starts later (Spark's JVM)
+    niceness = NICENESS[module_group(item.nodeid.split("::")[0])]
+    if niceness:
+        os.nice(niceness)  # this worker and all it starts later (Spark's JVM, sshd)
 
 
 @pytest.hookimpl(hookwrapper=True)

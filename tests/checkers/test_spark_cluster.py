@@ -14,7 +14,7 @@ import pytest
 
 from tests.paths import SPEC_EXAMPLE
 
-pytestmark = [pytest.mark.integration, pytest.mark.units_worker]  # starts no broker
+pytestmark = [pytest.mark.integration, pytest.mark.light_integration]  # starts no broker
 
 SPEC = SPEC_EXAMPLE
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"

@@ -24,7 +24,7 @@ from harness.commands.cli import main
 from harness.history import read_history
 from tests.clusters import own_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.light_integration]  # RabbitMQ: light brokers
 
 CLUSTER = {"subnet": "10.77.16.0/24", "bridge": "qcjbr16", "prefix": "qcj-"}
 INSTALL = next(Path("/usr/lib/rabbitmq/lib").glob("rabbitmq_server-*"))  # Debian's, unpacked

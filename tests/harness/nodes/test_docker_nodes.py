@@ -23,7 +23,7 @@ from harness.run.options import RunOptions
 from harness.run.runner import Run
 from tests.dockerd import private_dockerd
 
-pytestmark = pytest.mark.units_worker  # its cluster tests (marked one by one) too
+pytestmark = pytest.mark.light_integration  # its cluster tests (marked one by one) too
 
 CLUSTER = {"subnet": "10.77.20.0/24", "prefix": "qcd-"}
 

@@ -20,7 +20,7 @@ from harness.run.runner import Run
 from tests.clusters import own_cluster, wait_until
 from workloads.nats.dist import DEFAULT_VERSION, ensure_nats
 
-pytestmark = [pytest.mark.integration, pytest.mark.units_worker]
+pytestmark = [pytest.mark.integration, pytest.mark.light_integration]
 
 CLUSTER = {"subnet": "10.77.34.0/24", "bridge": "qcwbr34", "prefix": "qcw-"}
 VENDOR = "/var/lib/qc-vendor-nats"

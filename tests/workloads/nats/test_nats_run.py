@@ -19,7 +19,7 @@ from tests.clusters import own_cluster
 from workloads.nats.db import Nats, NatsOptions
 from workloads.nats.dist import DEFAULT_VERSION
 
-pytestmark = [pytest.mark.integration, pytest.mark.units_worker]
+pytestmark = [pytest.mark.integration, pytest.mark.light_integration]
 
 CLUSTER = {"subnet": "10.77.33.0/24", "bridge": "qcsbr33", "prefix": "qcs-"}
 

@@ -17,7 +17,7 @@ from harness.run.options import RunOptions
 from harness.run.runner import Run
 from tests.clusters import own_cluster, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.units_worker]
+pytestmark = [pytest.mark.integration, pytest.mark.light_integration]
 
 CLUSTER = {"subnet": "10.77.13.0/24", "bridge": "qcebr13", "prefix": "qcv-"}
 VENDOR = "/var/lib/qc-vendor-rabbit"

@@ -7,7 +7,7 @@ import pytest
 from tests.clusters import db_on_own_cluster, wait_until
 from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
 
-pytestmark = [pytest.mark.integration, pytest.mark.units_worker]
+pytestmark = [pytest.mark.integration, pytest.mark.light_integration]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from harness.nodes.localcluster import LocalCluster
 from harness.nodes.remote import Remote
 from tests.clusters import own_cluster, processes_under, start_test_cli, wait_for_op
 
-pytestmark = [pytest.mark.integration, pytest.mark.units_worker]
+pytestmark = [pytest.mark.integration, pytest.mark.light_integration]
 
 CLUSTER = {"subnet": "10.77.36.0/24", "bridge": "qcibr36", "prefix": "qci-"}
 PIDS = "/var/lib/queuecheck/qci"  # this cluster's own data tree (NodeOptions.data_base)
