@@ -100,7 +100,8 @@ def spark_session(
         # A check compiles more generated classes than Spark's default cache
         # keeps (100): a process that checks again (the gate, findings, a
         # test suite) compiled them again, and the JIT compiled those anew;
-        # kept, a warm check of a 19,000-message run took a third less CPU.
+        # kept, warm checks of a 19,300-message run took a sixth less CPU
+        # (tests/bench/warm_check.py, README).
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.driver.extraJavaOptions": java_options(),
         "spark.executor.extraJavaOptions": JAVA_LOG,
