@@ -188,9 +188,10 @@ class Interpreter:
             if in_flight:
                 self._retire(slot, crashed=IN_FLIGHT)
             elif rec["type"] == "ok":
-                if _delivers(rec):
+                delivers = _delivers(rec)
+                if delivers:
                     slot.delivered_at = time.monotonic()
-                point = slot.crash if slot.crash in CRASH_POINTS and _delivers(rec) else None
+                point = slot.crash if slot.crash in CRASH_POINTS and delivers else None
                 if point:  # a consumer dies at the chosen moment of its processing
                     client.after_recorded(rec, crash_point=point)
                     self._retire(slot, crashed=point)

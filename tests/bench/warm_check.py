@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         for entries in (SPARK_DEFAULT, CODEGEN_CACHE_ENTRIES):
             cmd = [sys.executable, "-m", "tests.bench.warm_check", "--run", run]
             cmd += ["--checks", str(args.checks), "--side", str(entries)]
-            p = subprocess.run(cmd, capture_output=True, text=True, env=os.environ)
+            p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode:
                 print(p.stdout[-2000:], p.stderr[-4000:], file=sys.stderr)
                 return 2
