@@ -130,8 +130,8 @@ class NoopClient:
     def _drain(self, op: dict) -> dict:
         return complete(op, "ok", {"msgs": self.queue.take(1000)})
 
-    def after_recorded(self, completion: dict, crash_point: str | None = None) -> None:
-        pass
+    def after_recorded(self, completion: dict, crash_point: str | None = None) -> bool:
+        return True
 
     def abort(self) -> None:
         pass

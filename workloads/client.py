@@ -37,11 +37,14 @@ class Client(Protocol):
         exception is never mistaken for a definite outcome.
         """
 
-    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> bool:
         """Runs once the completion is on disk: a consumer applies the effect of
         what it was handed (with a sink), then acks / commits it. `crash_point`
         ("before-effect", "after-effect", "after-ack") drops the client at that
-        moment instead: the faults that tell at-least-once from exactly-once."""
+        moment instead: the faults that tell at-least-once from exactly-once.
+        False if what it was handed took no effect and comes again (a crash
+        before the effect, an effect transaction that did not commit): a sink
+        run's consumers go on until it has."""
 
     def abort(self) -> None:
         """Drops the connection at once without acks (a crash, or a call past
@@ -103,16 +106,20 @@ def process_delivery(
     sink,
     ack: Callable[[], None],
     crash: Callable[[], None],
-) -> None:
+) -> bool:
     """A consumer's processing of a recorded receive, in order: effect, then
-    ack; `crash_point` stops it at the named moment by crashing the client."""
+    ack; `crash_point` stops it at the named moment by crashing the client.
+    False if it stopped before the effect (Client.after_recorded)."""
     if crash_point == "before-effect":
-        return crash()
+        crash()
+        return False
     ids = [m["id"] for m in (completion.get("value") or {}).get("msgs", [])]
     if sink is not None and completion["f"] == "receive" and ids:
         sink.apply(ids)
     if crash_point == "after-effect":
-        return crash()  # not acked: the broker hands the messages out again
+        crash()  # not acked: the broker hands the messages out again
+        return True
     ack()
     if crash_point == "after-ack":
         crash()
+    return True

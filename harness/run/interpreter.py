@@ -55,7 +55,8 @@ def acknowledged(rec: Op) -> list[int]:
 
 
 class Unprocessed:
-    """How many acknowledged ids no receive has handed over yet: one bit per id
+    """How many acknowledged ids no receive has handed over yet (or only to a
+    processing that stopped before its effect, `returned`): one bit per id
     in each of two bitmaps (ids are small dense integers), so ten million
     messages cost a few MB. Callers hold a lock."""
 
@@ -89,6 +90,16 @@ class Unprocessed:
         for i in ids:
             if i >= 0 and self._set(self.seen, i) and self._get(self.acked, i):
                 self.count -= 1
+
+    def returned(self, ids: list[int]) -> None:
+        """Handed over, but their processing stopped before the effect: they
+        come again, so they count as not handed over until then."""
+        for i in ids:
+            if i >= 0 and self._get(self.seen, i):
+                byte, mask = i >> 3, 1 << (i & 7)
+                self.seen[byte] &= ~mask & 0xFF
+                if self._get(self.acked, i):
+                    self.count += 1
 
 
 class Slot:
@@ -133,7 +144,7 @@ class Interpreter:
         self._tally_lock = threading.Lock()
         self.delivered = 0  # messages handed to the application by ok receives
         self.acked = 0  # messages in ok sends and ok txns' send mops (one op may carry many)
-        # acknowledged, not yet handed to a consumer
+        # acknowledged, not yet handed to a consumer that took effect
         self.unprocessed = Unprocessed() if track_unprocessed else None
         self._threads: dict[int, threading.Thread] = {}  # the live worker of each slot
         self._done = threading.Event()
@@ -192,11 +203,11 @@ class Interpreter:
                 if delivers:
                     slot.delivered_at = time.monotonic()
                 point = slot.crash if slot.crash in CRASH_POINTS and delivers else None
-                if point:  # a consumer dies at the chosen moment of its processing
-                    client.after_recorded(rec, crash_point=point)
+                took_effect = client.after_recorded(rec, crash_point=point)
+                if took_effect is False and delivers:
+                    self._returned(rec)
+                if point:  # a consumer died at the chosen moment of its processing
                     self._retire(slot, crashed=point)
-                else:
-                    client.after_recorded(rec)
             elif rec["type"] == "info":
                 self._retire(slot)
 
@@ -211,6 +222,13 @@ class Interpreter:
                 if self.unprocessed is not None:
                     self.unprocessed.acknowledged(ids)
                     self.unprocessed.delivered([m["id"] for m in msgs])
+
+    def _returned(self, rec: Op) -> None:
+        """A delivery whose processing stopped before its effect (a crash, a
+        failed effect transaction): its messages are owed again."""
+        if self.unprocessed is not None:
+            with self._tally_lock:
+                self.unprocessed.returned([m["id"] for m in rec["value"]["msgs"]])
 
     def _deadline(self) -> float:
         return time.monotonic() + self.op_timeout

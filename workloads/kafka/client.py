@@ -507,6 +507,9 @@ class KafkaQueueClient:
         self._events: deque = deque()  # rebalances not yet written
         self._to_commit: dict[TopicPartition, OffsetAndMetadata] | None = None
         self._processor = None  # a transactional sink's producer for this process
+        # abort()s so far: what a call stuck in an open finishes opening after
+        # one is dropped at once, not kept by a process already abandoned
+        self._aborts = 0
         # drain state
         self._reader: KafkaConsumer | None = None
         self._ends: dict[TopicPartition, int] = {}
@@ -602,11 +605,14 @@ class KafkaQueueClient:
     def _consumer_open(self) -> KafkaConsumer:
         if self._consumer is not None:
             return self._consumer
-        o = self.opts
+        o, aborts = self.opts, self._aborts
         try:
             c = self._new_consumer(f"queuecheck-{self.node}-c{next(self._consumer_ids)}")
         except Exception as e:  # noqa: BLE001 - bootstrap failed: nothing read
             raise ConnectFailed(f"{self.node}: cannot make a consumer: {describe(e)}") from None
+        if aborts != self._aborts:  # not a member of the group for a process gone
+            _in_background(f"consumer-{self.node}", lambda: self._close_consumer(c))
+            raise ConnectFailed(f"{self.node}: aborted while making a consumer")
         if o.consumer_mode == "subscribe":
             self._subscribe(c)
         else:
@@ -682,7 +688,7 @@ class KafkaQueueClient:
         self._flush_events()  # a rebalance during this poll: before its records
         return complete(op, "ok", {"msgs": msgs})
 
-    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> bool:
         """Effect (with a sink), then commit what the recorded receive handed
         over; a commit that fails drops the consumer (its records come again,
         to whoever owns them). A transactional sink does both in one step."""
@@ -699,17 +705,19 @@ class KafkaQueueClient:
                 log.info("%s: commit failed, dropping the consumer: %s", self.node, describe(e))
                 self._drop_consumer()
 
-        process_delivery(completion, crash_point, self.sink, commit, self._drop_consumer)
+        return process_delivery(completion, crash_point, self.sink, commit, self._drop_consumer)
 
-    def _process_in_txn(self, completion: Op, offsets, crash_point: str | None) -> None:
+    def _process_in_txn(self, completion: Op, offsets, crash_point: str | None) -> bool:
         """Consume-transform-produce: the output records and the offsets commit
-        in one transaction, or neither does and the records come again."""
+        in one transaction, or neither does and the records come again (False)."""
         if completion["f"] != "receive" or not offsets or self._consumer is None:
-            return
+            return completion["f"] != "receive" or not completion["value"]["msgs"]
         if crash_point == "before-effect":
-            return self._crash()
+            self._crash()
+            return False
         if self._processor is None:  # dropped since the receive: its records come again
-            return self._drop_consumer()
+            self._drop_consumer()
+            return False
         ids = [m["id"] for m in completion["value"]["msgs"]]
         # Subscribe mode: the group's generation and member id, so the broker
         # rejects the offsets of a consumer that already lost the partitions.
@@ -722,6 +730,7 @@ class KafkaQueueClient:
             if why and crash_point != "after-effect":
                 log.info("%s: effect transaction failed, dropping the consumer: %s", self.node, why)
             self._crash()
+        return why is None
 
     def _group_metadata(self, c: KafkaConsumer) -> Any:
         return c.group_metadata()
@@ -732,6 +741,7 @@ class KafkaQueueClient:
         which would otherwise hold back the partitions' committed offsets."""
         if self.sink is None or not self.sink.transactional or self._processor is not None:
             return
+        aborts = self._aborts
         p = self.sink.processor(self.node, self.bootstrap, self.deadline)
         try:
             p.open()
@@ -739,6 +749,9 @@ class KafkaQueueClient:
             p.drop()
             why = f"{self.node}: cannot start the effects producer: {describe(e)}"
             raise ConnectFailed(why) from None
+        if aborts != self._aborts:  # its seat goes back: a live successor needs it
+            p.drop()
+            raise ConnectFailed(f"{self.node}: aborted while starting the effects producer")
         self._processor = p
 
     def _crash(self) -> None:
@@ -864,6 +877,7 @@ class KafkaQueueClient:
     # -- ends -------------------------------------------------------------
     def abort(self) -> None:
         """Drops every client without committing; closes them in the background."""
+        self._aborts += 1
         self._drop_producer()
         self._crash()
         reader, self._reader = self._reader, None

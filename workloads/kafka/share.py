@@ -199,7 +199,7 @@ class ShareQueueClient(ConfluentQueueClient):
         msgs = acquired(c.poll(timeout=self.opts.poll))
         return msgs, msgs or None  # what after_recorded acknowledges
 
-    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> bool:
         """Acknowledges what the recorded receive (or drain) acquired: by the
         mix, or every record accepted for a drain; a crash point stops first."""
         held, self._to_commit = self._to_commit, None
@@ -214,7 +214,9 @@ class ShareQueueClient(ConfluentQueueClient):
                 mix = {"accept": 1} if drain else self._weights
                 self._acknowledge(consumer, held, mix, completion["process"])
 
-        process_delivery(completion, crash_point, self.sink, acknowledge, self._drop_consumer)
+        return process_delivery(
+            completion, crash_point, self.sink, acknowledge, self._drop_consumer
+        )
 
     def _acknowledge(
         self, c: ShareConsumer, msgs: list[dict], mix: dict[str, int], process: int

@@ -387,6 +387,4 @@ class KafkaSystem(System):
         from .txn_sink import KafkaTxnSink
 
         processor = JavaTxnProcessor if self.options.client == "java" else None
-        return KafkaTxnSink(
-            self.options, self.output, self.db.bootstrap(), self.ctx.consumers, processor
-        )
+        return KafkaTxnSink(self.options, self.output, self.db.bootstrap(), processor)

@@ -12,7 +12,9 @@ Each consumer process gets its own transactional producer, on a seat: a
 transactional id a crashed process gives back, so the process that replaces
 it starts with the same id and its init_transactions aborts the transaction
 the dead one left open (what an application restarted with a stable
-transactional.id does), instead of making readers wait out the timeout.
+transactional.id does), instead of making readers wait out the timeout. A
+seat is never held by two live processes: each one's init_transactions
+would fence the other's, in turn, and no transaction of theirs would commit.
 
 At the end the output topic is read from the start with read_committed
 (once no transaction is open) and each id's records are counted.
@@ -20,7 +22,9 @@ At the end the output topic is read from the start with read_committed
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
 import time
 import uuid
 from collections import Counter
@@ -32,7 +36,6 @@ from ..client import describe
 from .client import (
     KafkaQueueClient,
     KafkaQueueOptions,
-    Shares,
     _in_background,
     bounded,
     close_producer,
@@ -43,6 +46,26 @@ from .txn import transactional_config
 log = logging.getLogger(__name__)
 
 RUN_TOKEN = uuid.uuid4().hex[:8]  # seats' transactional ids are unique per run
+
+
+class Seats:
+    """The consumer processes' transactional ids: each takes the lowest seat no
+    live process holds, so a replacement takes over its predecessor's id; one
+    that finds every seat held (a stuck process not yet gone) takes a new one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[int] = set()
+
+    def acquire(self) -> int:
+        with self._lock:
+            k = next(i for i in itertools.count() if i not in self._held)
+            self._held.add(k)
+            return k
+
+    def release(self, k: int) -> None:
+        with self._lock:
+            self._held.discard(k)
 
 
 class SinkReadError(RuntimeError):
@@ -58,17 +81,16 @@ class KafkaTxnSink:
         opts: KafkaQueueOptions,
         output: str,
         reader_bootstrap: str,
-        seats: int,
         processor: type[TxnProcessor] | None = None,
     ):
         """`opts`: the input topic's options (producer settings are shared);
-        `output`: the topic effects go to; `seats`: consumer slots;
-        `processor`: the engine's (TxnProcessor: kafka-python's)."""
+        `output`: the topic effects go to; `processor`: the engine's
+        (TxnProcessor: kafka-python's)."""
         self.opts = opts
         self.processor_class = processor or TxnProcessor
         self.output = output
         self.reader_bootstrap = reader_bootstrap
-        self.seats = Shares(seats)
+        self.seats = Seats()
 
     def processor(self, node: str, bootstrap: str, deadline: float) -> TxnProcessor:
         return self.processor_class(self, node, bootstrap, deadline)

@@ -298,12 +298,14 @@ class NatsQueueClient:
         except nats.errors.TimeoutError:
             return []  # nothing came within the wait
 
-    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> bool:
         """The effect, then the double ack of each message the receive handed over."""
         held, self._held = self._held, []
         if completion["f"] != "receive" or completion["type"] != "ok":
-            return
-        process_delivery(completion, crash_point, self.sink, lambda: self._ack(held), self.abort)
+            return True
+        return process_delivery(
+            completion, crash_point, self.sink, lambda: self._ack(held), self.abort
+        )
 
     def _ack(self, held: list[Any]) -> None:
         async def ack_all() -> None:

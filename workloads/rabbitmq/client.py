@@ -206,7 +206,7 @@ class RabbitQueueClient:
                 self.buffer.append((method.delivery_tag, body))
         return self._hand_over(op, DRAIN_BATCH, acks=True)
 
-    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> bool:
         """Effect (with a sink), then ack everything up to the completion's last
         delivery tag (delivery order is tag order on one channel)."""
         tag, self.unacked_tag = self.unacked_tag, None
@@ -219,7 +219,7 @@ class RabbitQueueClient:
             except (pe.AMQPError, OSError):
                 self.abort()  # unacked: the broker redelivers them
 
-        process_delivery(completion, crash_point, self.sink, ack, self.abort)
+        return process_delivery(completion, crash_point, self.sink, ack, self.abort)
 
     # -- ends -------------------------------------------------------------
     def abort(self) -> None:

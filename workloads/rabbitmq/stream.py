@@ -318,12 +318,13 @@ class StreamClient:
             self._to_store = taken[-1][0]
         return complete(op, "ok", {"msgs": self._msgs(taken)})
 
-    def after_recorded(self, completion: Op, crash_point: str | None = None) -> None:
+    def after_recorded(self, completion: Op, crash_point: str | None = None) -> bool:
         """Stores the reader's offset once its receive is on disk; a reader
         that crashes first, or fails to store, starts again from the stored one."""
         offset, self._to_store = self._to_store, None
         if crash_point not in (None, "after-ack"):  # dies before storing: read again
-            return self._drop_reader()
+            self._drop_reader()
+            return crash_point != "before-effect"
         if offset is not None and completion["f"] == "receive" and self._consumer is not None:
             try:
                 self._run(self._consumer.store_offset(self.opts.queue, self.reader_name, offset))
@@ -332,6 +333,7 @@ class StreamClient:
                 self._drop_reader()
         if crash_point == "after-ack":
             self._drop_reader()
+        return True
 
     def _drop_reader(self) -> None:
         c, self._consumer = self._consumer, None

@@ -267,6 +267,65 @@ def test_unprocessed_counts_acknowledged_ids_no_receive_handed_over():
     assert u.count == 0
 
 
+def test_returned_ids_are_owed_again_until_handed_over_anew():
+    from harness.run.interpreter import Unprocessed
+
+    u = Unprocessed()
+    u.acknowledged([1, 2])
+    u.delivered([1, 2])
+    assert u.count == 0
+    u.returned([2, 9])  # 9 was never handed over: nothing to take back
+    assert u.count == 1
+    u.returned([2])  # returned twice is still owed once
+    assert u.count == 1
+    u.delivered([2])
+    assert u.count == 0
+    u.returned([3])  # handed over before its ack, then returned: owed once acked
+    u.delivered([3])
+    u.returned([3])
+    u.acknowledged([3])
+    assert u.count == 1
+
+
+def test_a_delivery_that_took_no_effect_is_owed_again(tmp_path):
+    """The sink run's wait (runner._settle) rests on this: a consumer whose
+    processing stopped before the effect (here: every other delivery, as an
+    effect transaction that does not commit) leaves its messages owed, until
+    a later delivery takes effect."""
+    took = iter([False, True, False])
+    sent = iter(range(2))
+    received = iter(range(3))
+    seen = []
+
+    class Processing(ScriptedClient):
+        def invoke(self, op):
+            if op["f"] == "send":
+                return complete(op, "ok", op["value"])
+            return complete(op, "ok", {"msgs": [{"id": 0, "queue": "q"}, {"id": 1, "queue": "q"}]})
+
+        def after_recorded(self, completion, crash_point=None):
+            if completion["f"] != "receive":
+                return True
+            outcome = next(took)
+            seen.append((outcome, interp.unprocessed.count))
+            return outcome
+
+    def next_op(slot):
+        if (i := next(sent, None)) is not None:
+            return {"f": "send", "value": {"msgs": [{"id": i, "queue": "q"}]}}
+        return None if next(received, None) is None else {"f": "receive", "value": None}
+
+    with HistoryWriter(tmp_path / "history.jsonl") as h:
+        interp = Interpreter(
+            h, lambda slot: Processing("n1", None), next_op, 1, track_unprocessed=True
+        )
+        interp.start()
+        assert interp.join(timeout=10)
+    # each processing sees its delivery counted; a False puts both ids back
+    assert seen == [(False, 0), (True, 0), (False, 0)]
+    assert interp.unprocessed.count == 2
+
+
 def test_a_crash_asked_for_while_an_op_ends_info_strikes_the_successor(tmp_path):
     """A producer stuck in a long send when its crash is asked for, whose
     send then ends `info` (retired, not crashed): the crash still strikes,

@@ -188,6 +188,63 @@ def test_assign_mode_shares_go_to_the_lowest_free_and_come_back():
     assert shares.acquire() == 1  # a replacement takes over its predecessor's partitions
 
 
+def test_a_transactional_seat_is_never_held_by_two_live_processes():
+    """Two live producers with one transactional id fence each other in turn
+    (a CI run lost every effect transaction of a seat that way): a process
+    finding every seat held takes a new one; a freed seat is taken again."""
+    from workloads.kafka.txn_sink import Seats
+
+    seats = Seats()
+    assert [seats.acquire() for _ in range(3)] == [0, 1, 2]
+    assert seats.acquire() == 3  # all held (one by a stuck process): a new id
+    seats.release(1)
+    assert seats.acquire() == 1  # a replacement takes over its predecessor's id
+    seats.release(1)
+    seats.release(1)  # a second release frees nothing more
+    assert [seats.acquire(), seats.acquire()] == [1, 4]
+
+
+def test_an_open_that_finishes_after_an_abort_is_dropped_not_kept():
+    """A receive stuck starting its effects producer when the process is
+    aborted (then abandoned): the producer it finishes starting is dropped,
+    its seat given back, and the receive fails, nothing read."""
+    import threading
+
+    from workloads.kafka.client import KafkaQueueClient, KafkaQueueOptions
+
+    started, go = threading.Event(), threading.Event()
+    dropped = []
+
+    class SlowProcessor:
+        def open(self):
+            started.set()
+            go.wait(10)
+
+        def drop(self):
+            dropped.append(self)
+
+    class Sink:
+        transactional = True
+
+        def processor(self, node, bootstrap, deadline):
+            return SlowProcessor()
+
+    client = KafkaQueueClient("n1", "127.0.0.1:1", KafkaQueueOptions(topic="t"), None, sink=Sink())
+    box = {}
+    t = threading.Thread(target=lambda: box.update(op=client.invoke(receive(0))))
+    t.start()
+    assert started.wait(10)
+    client.abort()
+    go.set()
+    t.join(10)
+    assert box["op"]["type"] == "fail" and "aborted" in box["op"]["error"]
+    assert len(dropped) == 1 and client._processor is None
+
+
+def receive(process):
+    return {"index": 0, "process": process, "type": "invoke", "f": "receive", "value": None}
+
+
 def test_cluster_ids_never_start_with_a_dash_and_are_kafka_uuids():
     import base64
 
