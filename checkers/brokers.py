@@ -39,7 +39,7 @@ import json
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -297,9 +297,24 @@ def log_checks(
     isr_read = F.array_intersect(c("isr"), read)
     # acked-missing-on-replicas: no in-sync replica of the topic holds it
     # (every in-sync replica of its partition read: else nothing is proven)
-    missing = where.filter((F.size(anywhere_in_sync) == 0) & (F.size(isr_read) == F.size(c("isr"))))
-    n, ex = _count_and_first(missing, ["ack_idx"])
-    counts["acked-missing-on-replicas"] = n
+    missing = (F.size(anywhere_in_sync) == 0) & (F.size(isr_read) == F.size(c("isr")))
+    # history-broker-disagreement: held by the brokers, but not where the
+    # history says it was acknowledged, and the leader holds another there
+    disagree = (
+        (F.size(anywhere_in_sync) > 0)
+        & (F.size(at_ack) == 0)
+        & c("there").isNotNull()
+        & (c("there") != c("id"))
+    )
+    # lost-on-node: held below the high watermark by one replica of its
+    # partition, not by an in-sync one that was read
+    below = F.filter(here, lambda h: h["offset"] < c("part_hw"))
+    lacking = F.array_except(isr_read, F.transform(here, lambda h: h["broker"]))
+    lost = (F.size(below) > 0) & (F.size(lacking) > 0)
+    # the three counted in one job; examples read only of those found
+    seen = _counts(where, {"missing": missing, "disagree": disagree, "lost": lost})
+    counts["acked-missing-on-replicas"] = seen["missing"]
+    ex = _examples(where, missing, seen["missing"], ["ack_idx"])
     found["acked-missing-on-replicas"] = [
         {
             "id": r["id"],
@@ -311,16 +326,8 @@ def log_checks(
         }
         for r in ex
     ]
-    # history-broker-disagreement: held by the brokers, but not where the
-    # history says it was acknowledged, and the leader holds another there
-    disagree = where.filter(
-        (F.size(anywhere_in_sync) > 0)
-        & (F.size(at_ack) == 0)
-        & c("there").isNotNull()
-        & (c("there") != c("id"))
-    )
-    n, ex = _count_and_first(disagree, ["ack_idx"])
-    counts["history-broker-disagreement"] = n
+    counts["history-broker-disagreement"] = seen["disagree"]
+    ex = _examples(where, disagree, seen["disagree"], ["ack_idx"])
     found["history-broker-disagreement"] = [
         {
             "id": r["id"],
@@ -336,13 +343,8 @@ def log_checks(
     n, ex = misplaced(records, acked)
     counts["history-broker-disagreement"] += n
     found["history-broker-disagreement"] += ex
-    # lost-on-node: held below the high watermark by one replica of its
-    # partition, not by an in-sync one that was read
-    below = F.filter(here, lambda h: h["offset"] < c("part_hw"))
-    lacking = F.array_except(isr_read, F.transform(here, lambda h: h["broker"]))
-    lost = where.filter((F.size(below) > 0) & (F.size(lacking) > 0))
-    n, ex = _count_and_first(lost, ["ack_idx"])
-    counts["lost-on-node"] = n
+    counts["lost-on-node"] = seen["lost"]
+    ex = _examples(where, lost, seen["lost"], ["ack_idx"])
     names = {int(b): node for node, b in brokers.items()}
     found["lost-on-node"] = [
         {
@@ -436,6 +438,18 @@ def leader_epochs(
         key = f"{r['topic']}/{r['partition']}"
         out.setdefault(key, []).append([r["epoch"], r["first"], r["idx"]])
     return out
+
+
+def _counts(df: DataFrame, conditions: dict[str, Column]) -> dict[str, int]:
+    """How many rows meet each condition, in one pass."""
+    row = df.agg(*[F.count(F.when(cond, 1)).alias(k) for k, cond in conditions.items()]).first()
+    return {k: int(row[k]) for k in conditions}
+
+
+def _examples(df: DataFrame, condition: Column, n: int, order: list[str]) -> list:
+    """The first EXAMPLES rows meeting `condition` by `order`; none read if `n`
+    (their count) is 0."""
+    return df.filter(condition).orderBy(*order).limit(EXAMPLES).collect() if n else []
 
 
 def _count_and_first(df: DataFrame, order: list[str]) -> tuple[int, list]:

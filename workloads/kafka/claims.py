@@ -11,7 +11,7 @@ from ..claims import Config, Row
 
 CLAIMS: list[Row] = [
     (
-        lambda c: _durable(c),
+        lambda c: _durable(c) and not c.get("auto_commit"),
         ("at-least-once",),
         "Kafka docs, Design 'Replication' and producer config 'acks': with acks=all a "
         "record is acknowledged once every in-sync replica has it, and is not lost as long "
@@ -25,6 +25,18 @@ CLAIMS: list[Row] = [
         "Kafka docs, Introduction 'Guarantees': records sent by a producer to a partition "
         "are appended, and seen by consumers, in the order they are sent; KIP-98: the "
         "idempotent producer keeps that order (and writes once) across retries",
+    ),
+    (
+        lambda c: _durable(c) and c.get("auto_commit"),
+        (),
+        "no at-least-once claim: with enable.auto.commit the client commits the positions of "
+        "what it handed over, processed or not (kafka-python and the classic Java consumer at "
+        "a later poll, the Java consumer protocol's on a timer, librdkafka on a timer and as "
+        "it closes); the "
+        "consumer javadoc, 'Automatic Offset Committing': at-least-once only if all data "
+        "returned by each poll is consumed before any subsequent call or before closing the "
+        "consumer, else 'the committed offset [may] get ahead of the consumed position, "
+        "which results in missing records'",
     ),
     (
         lambda c: not _durable(c),

@@ -153,6 +153,11 @@ class KafkaQueueOptions:
         range=Range(2, 10),
     )
     group: str = "queuecheck"
+    auto_commit: bool = option(
+        False,
+        "the consumers commit by enable.auto.commit, the client's own (on a timer, at a "
+        "poll, or as it closes, by engine), not after each effect",
+    )
     txn: bool = option(False, "transactional producers (txn ops), read_committed consumers")
     isolation_level: str | None = option(
         None,
@@ -240,6 +245,11 @@ class KafkaQueueOptions:
                 raise ValueError(
                     f"--client-version: {self.client_version!r} is not a version like 4.3.1"
                 )
+        if self.auto_commit and (self.txn or self.consumer_mode == "share"):
+            raise ValueError(
+                "--auto-commit: a group's own commits, not with --txn (offsets commit in "
+                "the producer's transaction) or --consumer-mode share (no offsets)"
+            )
         if self.consumer_mode == "share":
             if self.client == "kafka-python":
                 raise ValueError(
@@ -625,9 +635,10 @@ class KafkaQueueClient:
 
     # The engine's part of a receive (ConfluentQueueClient overrides these).
     def _new_consumer(self, client_id: str) -> KafkaConsumer:
-        """A group member (not yet subscribed), auto-commit off."""
+        """A group member (not yet subscribed), auto-commit off unless asked."""
         cfg = self.opts.consumer_config(self.bootstrap, self.deadline, group=True)
-        return KafkaConsumer(**{**cfg, "client_id": client_id})
+        auto = {"enable_auto_commit": True} if self.opts.auto_commit else {}
+        return KafkaConsumer(**{**cfg, **auto, "client_id": client_id})
 
     def _subscribe(self, c: KafkaConsumer) -> None:
         c.subscribe([self.opts.topic], listener=_Listener(self._events))
@@ -697,6 +708,8 @@ class KafkaQueueClient:
             return self._process_in_txn(completion, offsets, crash_point)
 
         def commit() -> None:
+            if self.opts.auto_commit:  # the client commits on its own
+                return
             if not offsets or completion["f"] != "receive" or self._consumer is None:
                 return
             try:

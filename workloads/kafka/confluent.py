@@ -260,6 +260,8 @@ class ConfluentQueueClient(KafkaQueueClient):
     # -- receive ----------------------------------------------------------
     def _new_consumer(self, client_id: str) -> Consumer:
         cfg = consumer_config(self.opts, self.bootstrap, self.deadline, self.opts.group)
+        if self.opts.auto_commit:  # librdkafka stores each offset as it hands the record over
+            cfg.update({"enable.auto.commit": True, "enable.auto.offset.store": True})
         return Consumer({**cfg, "client.id": client_id})
 
     def _subscribe(self, c: Consumer) -> None:

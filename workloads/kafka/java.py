@@ -206,7 +206,8 @@ class JavaQueueClient(KafkaQueueClient):
 
     def _new_consumer(self, client_id: str) -> JvmWorker:
         cfg = consumer_config(self.opts, self.bootstrap, self.deadline, self.opts.group)
-        return self._worker("consumer", {**cfg, "client.id": client_id}, client_id)
+        auto = {"enable.auto.commit": True} if self.opts.auto_commit else {}
+        return self._worker("consumer", {**cfg, **auto, "client.id": client_id}, client_id)
 
     def _subscribe(self, c: JvmWorker) -> None:
         c.call("subscribe", self.opts.topic, self.deadline)

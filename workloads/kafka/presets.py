@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..presets import ENQUEUE_THEN_DRAIN, Finding, Preset, Presets
 
 TXN_SINK = "kafka-txn"  # the consume-transform-produce sink (txn_sink.py)
@@ -52,6 +54,16 @@ SEGMENT_DAMAGE = {
 # One transaction in ten aborted by its producer once its writes are in the
 # log: whether a consumer reads them then depends on its isolation level
 # alone, not on a fault landing between a write and its transaction's end.
+# Consumers on librdkafka with a dedupe sink, clients crashing at random
+# moments of their processing: a crashed confluent consumer is closed (the
+# client runs in this process), as an application stopped by a SIGTERM is.
+CONFLUENT_CRASHES: dict[str, Any] = {
+    "nemesis_profile": "client-crashes",
+    "system": "kafka",
+    "sink": "dedupe",
+    "system_options": {"acks": "all", "client": "confluent"},
+}
+
 JAVA_TXN = {"acks": "all", "txn": True, "client": "java", "send_batch": 3, "txn_abort": 0.1}
 
 
@@ -394,6 +406,34 @@ FINDINGS = [
         {"exactly-once-effect": True},
         "the control for effects: the output and the consumed offsets commit in one "
         "transaction, so a crashed consumer's work is aborted and redone once",
+    ),
+    Finding(
+        Preset(
+            "kafka-auto-commit-confluent",
+            "Kafka consumer group on librdkafka with enable.auto.commit, dedupe sink, client "
+            "crashes",
+            {
+                **CONFLUENT_CRASHES,
+                "system_options": {**CONFLUENT_CRASHES["system_options"], "auto_commit": True},
+            },
+        ),
+        {"exactly-once-effect": False},
+        "librdkafka stores a record's offset as it hands the record over and commits what "
+        "it stored on a timer and as the consumer closes: a consumer stopped after its "
+        "poll and before its effect (closed, as on a SIGTERM) has committed records it never "
+        "processed, and no one gets them again (the at-most-once consumer)",
+    ),
+    Finding(
+        Preset(
+            "kafka-commit-after-effect-confluent",
+            "Kafka consumer group on librdkafka committing after each effect, dedupe sink, "
+            "client crashes",
+            CONFLUENT_CRASHES,
+        ),
+        {"exactly-once-effect": True},
+        "the control: the row above's crashes, seed for seed, with the offsets committed "
+        "only once the effect is applied; a stopped consumer's records come again and the "
+        "sink applies each id once",
     ),
     Finding(
         Preset(

@@ -94,6 +94,10 @@ class KafkaSystem(System):
             raise ValueError(
                 f"--sink {TXN_SINK}: transactions run on --client kafka-python or java"
             )
+        if sink == TXN_SINK and q.auto_commit:
+            raise ValueError(
+                f"--auto-commit: the {TXN_SINK} sink commits the offsets in its transactions"
+            )
         if nodes is not None and db.replication_factor > nodes:
             raise ValueError(
                 f"--replication-factor: {db.replication_factor} is more than the {nodes} nodes"
@@ -217,6 +221,7 @@ class KafkaSystem(System):
             "retries": q.retries,
             "consumer_mode": q.consumer_mode,
             "group_protocol": q.group_protocol,
+            "auto_commit": q.auto_commit,
             **(
                 {"share_acks": q.share_acks, "share_group": share_group_config(q)}
                 if q.consumer_mode == "share"

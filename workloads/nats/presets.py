@@ -1,5 +1,6 @@
-"""NATS's findings rows: Jepsen's 2025 JetStream findings as known-bad
-setups, each beside its control. The demo stays two brokers."""
+"""NATS's matrix rows (the exactly-once story on JetStream) and findings rows
+(Jepsen's 2025 JetStream findings as known-bad setups, each beside its
+control). The demo stays two brokers."""
 
 from __future__ import annotations
 
@@ -45,6 +46,23 @@ FILE_CHANGES: dict[str, Any] = {
     **ENQUEUE_THEN_DRAIN,
     "system_options": {"sync": "always"},
 }
+
+# A durable pull consumer with explicit acks, each acknowledged with a double
+# ack (AckSync: the server confirms it took the ack) after the effect; the
+# publishers put the message id in Nats-Msg-Id. Under the matrix's client
+# crashes a delivery whose ack never landed comes again after AckWait.
+MATRIX = [
+    Preset(
+        "nats-ack-naive",
+        "NATS JetStream R3 stream, Nats-Msg-Id, double ack after the effect, naive sink",
+        {"system": "nats", "sink": "naive"},
+    ),
+    Preset(
+        "nats-ack-dedupe",
+        "NATS JetStream R3 stream, Nats-Msg-Id, double ack after the effect, dedupe sink",
+        {"system": "nats", "sink": "dedupe"},
+    ),
+]
 
 FINDINGS = [
     Finding(
@@ -132,4 +150,4 @@ FINDINGS = [
     ),
 ]
 
-PRESETS = Presets(findings=FINDINGS)
+PRESETS = Presets(matrix=MATRIX, findings=FINDINGS)

@@ -74,6 +74,33 @@ def test_read_uncommitted_consumers_claim_no_read_committed_and_say_why():
         KafkaQueueOptions(read_committed=True, isolation_level="read_uncommitted")
 
 
+def test_auto_commit_claims_no_at_least_once_nor_a_sinks_exactly_once_effect():
+    """enable.auto.commit commits what was handed over, processed or not: the
+    dedupe sink cannot make an effect of a record no one gets again."""
+    claims, notes = KafkaSystem.claims_of(config(auto_commit=True, sink="dedupe"))
+    assert "at-least-once" not in claims and "exactly-once-effect" not in claims
+    assert "per-partition-order" in claims  # the producers' order is not the consumers'
+    assert any("no at-least-once claim" in n and "Automatic Offset Committing" in n for n in notes)
+    assert "exactly-once-effect" in KafkaSystem.claims_of(config(sink="dedupe"))[0]
+
+
+@pytest.mark.parametrize(
+    ("given", "sink", "says"),
+    [
+        ({"auto_commit": True, "txn": True}, None, "--auto-commit: .* not with --txn"),
+        (
+            {"auto_commit": True, "client": "java", "consumer_mode": "share"},
+            None,
+            "--auto-commit: .* --consumer-mode share",
+        ),
+        ({"auto_commit": True}, "kafka-txn", "--auto-commit: the kafka-txn sink commits"),
+    ],
+)
+def test_auto_commit_is_refused_where_the_group_does_not_commit_its_own(given, sink, says):
+    with pytest.raises(ValueError, match=says):
+        KafkaSystem.settings(given, sink=sink)
+
+
 @pytest.mark.parametrize(
     ("spoken", "finalized", "says"),
     [(1, 2, "transactions v1: the brokers finalized"), (2, 2, "transactions v2 (KIP-890")],

@@ -562,6 +562,46 @@ def test_consume_transform_produce_in_transactions_takes_effect_exactly_once(sta
     print(f"\nkafka-txn sink: {counts}; {doc['history']}")
 
 
+def test_auto_commit_on_librdkafka_loses_what_a_stopped_consumer_was_handed(state, tmp_path):
+    """--auto-commit on confluent: a consumer stopped after its poll and before
+    its effect (closed, as an application on a SIGTERM) has committed what it
+    was handed, since librdkafka stores each offset as it hands a record over
+    and commits as it closes: no one gets those records again, so their
+    effects are lost and the dedupe sink cannot help. Nothing is lost in the
+    brokers (the drain reads every record), and the configuration claims no
+    at-least-once, saying why."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"client": "confluent", "auto_commit": True},
+        time_limit=15,
+        nemesis=["crash-client"],
+        nemesis_interval=1,
+        crash_point="before-effect",
+        sink="dedupe",
+        seed=1,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    stopped = {op["process"] for op in ops if op["f"] == "crash"}
+    assert stopped and all(
+        op["value"]["point"] == "before-effect" for op in ops if op["f"] == "crash"
+    )
+    lost = doc["anomalies"]["effect-lost"]
+    assert doc["counts"]["effect-lost"] == lost["count"] > 0
+    # each lost effect's id went last to a consumer that was then stopped
+    last = {}
+    for op in completions(ops, "receive", "ok"):
+        for m in op["value"]["msgs"]:
+            last[m["id"]] = op["process"]
+    assert all(last[ex["id"]] in stopped for ex in lost["examples"])
+    assert doc["counts"]["lost"] == 0 and doc["properties"]["at-least-once"]["valid"] is True
+    eoe = doc["properties"]["exactly-once-effect"]
+    assert eoe["valid"] is False and eoe["claimed"] is False
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["config"]["auto_commit"] is True and "at-least-once" not in test["claims"]
+    assert any("Automatic Offset Committing" in n for n in test["claim_notes"])
+
+
 def test_kill_9_of_a_kafka_run_then_cluster_up_leaves_no_broker_and_a_checkable_prefix(
     state, tmp_path
 ):
