@@ -889,7 +889,8 @@ class KafkaQueueClient:
 
     # -- ends -------------------------------------------------------------
     def abort(self) -> None:
-        """Drops every client without committing; closes them in the background."""
+        """Drops every client without committing (librdkafka under --auto-commit
+        commits what it stored as it closes); closes them in the background."""
         self._aborts += 1
         self._drop_producer()
         self._crash()

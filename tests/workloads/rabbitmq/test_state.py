@@ -69,3 +69,20 @@ def test_a_nodes_log_says_when_it_lost_a_peer_promoted_a_mirror_and_was_restarte
         {"at": 1795703809.727873, "event": "promoted", "queue": "qc-jobs"},
         {"at": 1795703813.622473, "event": "autoheal-restart", "winner": "rabbit@10.77.16.12"},
     ]
+
+
+def test_a_cluster_status_that_is_not_json_is_no_answer_yet():
+    """A CI run's rolling upgrade lost its last step's outcome: rabbitmqctl
+    exited 0 with no JSON while the node booted, and the wait raised."""
+    from workloads.rabbitmq.db import RabbitMQ
+
+    db = RabbitMQ.__new__(RabbitMQ)  # running_nodes asks rabbitmqctl alone
+    answers = iter(["", '{"running_nodes": ["rabbit@n2", "rabbit@n1"]}'])
+
+    class Said:
+        def __init__(self):
+            self.exit, self.out, self.err = 0, next(answers), ""
+
+    db.ctl = lambda node, args, check=True, timeout=60: Said()
+    assert db.running_nodes(Node("n1")) == []
+    assert db.running_nodes(Node("n1")) == ["rabbit@n1", "rabbit@n2"]
