@@ -77,6 +77,15 @@ class Unprocessed:
         return True
 
     @staticmethod
+    def _clear(bits: bytearray, i: int) -> bool:
+        """Clears bit i; True if it was set."""
+        byte, mask = i >> 3, 1 << (i & 7)
+        if byte >= len(bits) or not bits[byte] & mask:
+            return False
+        bits[byte] &= ~mask & 0xFF
+        return True
+
+    @staticmethod
     def _get(bits: bytearray, i: int) -> bool:
         byte = i >> 3
         return byte < len(bits) and bool(bits[byte] & (1 << (i & 7)))
@@ -95,11 +104,8 @@ class Unprocessed:
         """Handed over, but their processing stopped before the effect: they
         come again, so they count as not handed over until then."""
         for i in ids:
-            if i >= 0 and self._get(self.seen, i):
-                byte, mask = i >> 3, 1 << (i & 7)
-                self.seen[byte] &= ~mask & 0xFF
-                if self._get(self.acked, i):
-                    self.count += 1
+            if i >= 0 and self._clear(self.seen, i) and self._get(self.acked, i):
+                self.count += 1
 
 
 class Slot:

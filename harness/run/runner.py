@@ -528,9 +528,10 @@ class Run:
     def _settle(self, interp: Interpreter, quiet: float = 3.0) -> None:
         """Until every acknowledged message was handed to a consumer whose
         processing took effect (a failed effect transaction owes its messages
-        again) and nothing new came for `quiet` s; or, when some never come (lost, or held by an
-        open transaction), until nothing new came for long enough that a
-        rebalance or a transaction timeout would have ended meanwhile."""
+        again) and nothing new came for `quiet` s; or, when some never come
+        (lost, or held by an open transaction), until nothing new came for
+        long enough that a rebalance or a transaction timeout would have ended
+        meanwhile."""
         patience = max(20.0, 2 * self.opts.op_timeout)
         deadline = time.monotonic() + self.opts.recovery_timeout
         last, since = interp.delivered, time.monotonic()
