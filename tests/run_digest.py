@@ -23,7 +23,10 @@ def clip(text: str) -> str:
 
 
 def history_lines(history: Path) -> list[str]:
-    out, counts, errors = [], Counter(), {}
+    """A fault's invocation and outcome on one line (`begun..ended`): a run
+    with many faults, a gate's rolling one, left the next run's digest past
+    what CI's output keeps."""
+    out, counts, errors, begun = [], Counter(), {}, {}
     with history.open() as f:
         for line in f:
             try:
@@ -33,13 +36,19 @@ def history_lines(history: Path) -> list[str]:
                 continue
             at = f"{op.get('time', 0) / 1e9:7.2f}s"
             if op.get("process") == "nemesis":
-                what = op.get("error") or json.dumps(op.get("value"), sort_keys=True)
-                out.append(f"  {at} nemesis {op.get('f')} {clip(str(what))}")
+                name, what = op.get("f"), op.get("error") or op.get("value")
+                if what is None and name not in begun:
+                    begun[name] = at
+                    continue
+                what = what if op.get("error") else json.dumps(what, sort_keys=True)
+                when = f"{begun.pop(name).strip()}..{at.strip()}" if name in begun else at
+                out.append(f"  {when} nemesis {name} {clip(str(what))}")
                 continue
             key = (op.get("f"), op.get("type"))
             counts[key] += 1
             if op.get("error") and key not in errors:
                 errors[key] = f"{at} process {op.get('process')}: {clip(str(op['error']))}"
+    out += [f"  {at} nemesis {name}: no outcome" for name, at in begun.items()]
     out.append("  ops: " + ", ".join(f"{f} {t} {n}" for (f, t), n in sorted(counts.items())))
     out += [f"  first {f} {t}: {e}" for (f, t), e in sorted(errors.items())]
     return out

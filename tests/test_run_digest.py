@@ -15,6 +15,7 @@ def test_a_failed_runs_digest_has_its_faults_outcomes_first_errors_and_our_warni
             "value": {"nodes": ["n2"]},
             "time": 9.5e9,
         },
+        {"process": "nemesis", "type": "info", "f": "stop-kill", "value": None, "time": 12e9},
         {"process": 0, "type": "invoke", "f": "txn", "value": {}, "time": 1e9},
         {"process": 0, "type": "fail", "f": "txn", "value": {}, "error": "fenced", "time": 2e9},
         {"process": 1, "type": "fail", "f": "txn", "value": {}, "error": "later", "time": 4e9},
@@ -37,7 +38,10 @@ def test_a_failed_runs_digest_has_its_faults_outcomes_first_errors_and_our_warni
         "=erl_crash_dump:0.5\nSlogan: Kernel pid terminated (application_controller)\n"
     )
     text = digest(tmp_path)
-    assert '   9.50s nemesis start-kill {"nodes": ["n2"]}' in text
+    # the fault's invocation and outcome on one line
+    assert '  3.00s..9.50s nemesis start-kill {"nodes": ["n2"]}' in text
+    assert "nemesis start-kill null" not in text
+    assert "  12.00s nemesis stop-kill: no outcome" in text
     assert "ops: txn fail 2, txn invoke 1" in text
     assert "first txn fail:    2.00s process 0: fenced" in text and "later" not in text
     assert "unreadable line: {oops" in text

@@ -47,8 +47,11 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
         # nothing is read before the drain, so what is dropped is missing there.
         # A publish the cut-off node takes as its mirror is promoted can wait for
         # its confirm until the heal (a CI run: all ten did, and B lost nothing);
-        # a 3 s op deadline ends it, and the next publish goes to the new leader
-        "--queue-type", "quorum", "--net-ticktime", "5", "--time-limit", "28",
+        # a 3 s op deadline ends it, and the next publish goes to the new leader.
+        # 40 s, not 28: naming the leaders (rabbitmqctl, an Erlang VM) took 10 s
+        # under CI's load, so the one partition of a 28 s run held 5 s, shorter
+        # than the peers take to notice (net_ticktime 5), and B lost nothing
+        "--queue-type", "quorum", "--net-ticktime", "5", "--time-limit", "40",
         "--op-timeout", "3", "--concurrency", "30", "--producers", "30",
         # a bounded rate keeps the rolling run's drain short (its main phase lasts
         # as long as the upgrade); a node autoheal leaves stuck is restarted soon
