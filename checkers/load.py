@@ -26,6 +26,7 @@ from harness.rundir import RunDir
 
 from .columns import MSGS, annotate, empty_array, message_role, occurrences
 from .contract_check import FACT_NAMES, check_jsonl, refuse_bom_and_empty, truncated_tail
+from .native import convert as native_convert
 from .schema import CORRUPT, OP, spark_schema
 
 
@@ -231,23 +232,30 @@ def _checked_jsonl(spark: SparkSession, p: Path) -> tuple[dict, DataFrame, bool]
     return facts, ops, truncated
 
 
-def convert(spark: SparkSession, path: str | os.PathLike) -> dict[str, Path] | None:
-    """Makes a history columnar once: the exact contract check of the JSONL
-    (as `load_history` does it: the same line, field and words as
-    read_history), then one Spark pass that writes the sidecar beside it, in
-    its schemas, each row's role set as its writer sets it, and the manifest
-    with the facts, sealed last. `queuecheck index` is this. None (nothing
-    written) when the history cannot be columnar, or its directory cannot
-    be written in."""
+def convert(
+    spark: SparkSession, path: str | os.PathLike, native: bool = True
+) -> dict[str, Path] | None:
+    """Makes a history columnar once, writing the sidecar beside it in its
+    schemas, each row's role set as its writer sets it, and the manifest
+    with the facts, sealed last. `queuecheck index` is this. First by the
+    native converter (native.py: every core, no JVM), which
+    leaves any line it is not sure of to the exact way: the contract check
+    of the JSONL (as `load_history` does it: the same line, field and words
+    as read_history), then one Spark pass that writes the sidecar. None
+    (nothing written) when the history cannot be columnar, or its directory
+    cannot be written in."""
     p = RunDir.find(path).history
     if not os.access(p.parent, os.W_OK | os.X_OK):
         return None
+    made = convert_natively(p) if native else None
+    if made is not None:
+        return made
+    files = sidecar.paths(p)
+    files["manifest"].unlink(missing_ok=True)  # unsealed until the last write
     facts, ops, truncated = _checked_jsonl(spark, p)
     lines = spark.read.option("lineSep", "\n").text(str(p))
     if _names_a_queue_by_a_non_string(lines):
         return None
-    files = sidecar.paths(p)
-    files["manifest"].unlink(missing_ok=True)  # unsealed until the last write
     h = _loaded(spark, p, ops, _jsonl_occurrences(ops), facts, None, "jsonl", None)
     _write(_converted_ops(ops, lines), files["ops"])
     _write(_converted_msgs(h, ops), files["msgs"])
@@ -268,6 +276,28 @@ def convert(spark: SparkSession, path: str | os.PathLike) -> dict[str, Path] | N
         "tally": sorted([r["f"], r["type"], r["is_client"], r["count"]] for r in tally),
         "truncated_line": facts["lines"] if truncated else None,
         "converted": True,
+        "converter": "spark",
+    }
+    files["manifest"].write_text(json.dumps(manifest) + "\n")
+    return files
+
+
+def convert_natively(path: str | os.PathLike) -> dict[str, Path] | None:
+    """`convert` by the native converter alone, no Spark: the sidecar's
+    files, or None (nothing sealed) where it leaves the history to the
+    exact way."""
+    p = RunDir.find(path).history
+    files = sidecar.paths(p)
+    files["manifest"].unlink(missing_ok=True)  # unsealed until the last write
+    made = native_convert(p, files["ops"], files["msgs"])
+    if made is None:
+        return None
+    manifest = {
+        "version": sidecar.VERSION,
+        "jsonl_bytes": p.stat().st_size,
+        **made,
+        "converted": True,
+        "converter": "native",
     }
     files["manifest"].write_text(json.dumps(manifest) + "\n")
     return files

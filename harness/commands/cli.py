@@ -116,8 +116,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Makes a history columnar: what `check` does to a large history that
-    has no sealed sidecar (checkers/load.py `convert`)."""
-    from checkers.load import convert
+    has no sealed sidecar (checkers/load.py `convert`): natively, and with
+    Spark only where the native converter leaves the history to it."""
+    from checkers.load import convert, convert_natively
     from checkers.spark import spark_session
     from harness.run.progress import CheckProgress, Progress
 
@@ -126,12 +127,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no history at {hp}")
     spark_opts = SparkOptions(**given(args, SparkOptions))
     with CheckProgress(Progress(Console(stderr=True))) as progress:
-        progress.step("starting Spark")
-        spark = spark_session(
-            **spark_opts.spark(), conf=spark_opts.conf(), input_bytes=hp.stat().st_size
-        )
         progress.step("reading, validating and writing the columnar form")
-        files = convert(spark, hp)
+        files = convert_natively(hp) if os.access(hp.parent, os.W_OK | os.X_OK) else None
+        if files is None:
+            progress.step("starting Spark")
+            spark = spark_session(
+                **spark_opts.spark(), conf=spark_opts.conf(), input_bytes=hp.stat().st_size
+            )
+            progress.step("reading, validating and writing the columnar form with Spark")
+            files = convert(spark, hp, native=False)
     if files is None:
         # valid, but a queue named by a non-string (Spark reads the JSONL), or
         # a directory the tool may not write in

@@ -1,5 +1,5 @@
-"""A history without a sealed sidecar, made columnar once by Spark
-(checkers/load.py `convert`, also `queuecheck index`): the same rows,
+"""A history without a sealed sidecar, made columnar once, natively or by
+Spark (checkers/load.py `convert`, also `queuecheck index`): the same rows,
 roles and facts as the harness's own writer keeps for the same history, the
 same verdict as reading the JSONL, and the same error for a bad line."""
 
@@ -43,10 +43,12 @@ def histories(tmp_path_factory):
     return written, bare
 
 
-def test_a_conversion_keeps_what_the_writer_keeps(spark, histories):
+@pytest.mark.parametrize("converter", ["native", "spark"])
+def test_a_conversion_keeps_what_the_writer_keeps(spark, histories, converter):
     written, bare = histories
+    sidecar.paths(bare)["manifest"].unlink(missing_ok=True)
     assert sidecar.manifest(written) is not None and sidecar.manifest(bare) is None
-    files = convert(spark, bare)
+    files = convert(spark, bare, native=converter == "native")
     ours, theirs = sidecar.paths(written), files
     assert rows(theirs["ops"]) == rows(ours["ops"])
     made_rows, kept_rows = rows(theirs["msgs"]), rows(ours["msgs"])
@@ -55,6 +57,7 @@ def test_a_conversion_keeps_what_the_writer_keeps(spark, histories):
     assert made_rows == kept_rows
     made, kept = sidecar.manifest(bare), sidecar.manifest(written)
     assert made["converted"] is True and made["truncated_line"] is None
+    assert made["converter"] == converter
     for key in ("ops", "effects_ops", "drains_invoked", "drains_ok", "offset_ops", "ok_txns"):
         assert made[key] == kept[key], key
     assert made["open_invokes"] == kept["open_invokes"]
@@ -63,7 +66,9 @@ def test_a_conversion_keeps_what_the_writer_keeps(spark, histories):
 
 def test_a_converted_history_is_judged_as_its_jsonl(spark, histories, tmp_path):
     _, bare = histories
+    sidecar.paths(bare)["manifest"].unlink(missing_ok=True)
     convert(spark, bare)
+    assert sidecar.manifest(bare)["converter"] == "native"
     converted = check(bare, master="local[2]", driver_memory="1g")
     assert converted["history"]["source"] == "converted"
     jsonl = check(bare, master="local[2]", driver_memory="1g", use_sidecar=False)

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from harness.history import HistoryError
+from harness.history import HistoryError, sidecar
 from tests.histories import Builder
 from tests.paths import SPEC_EXAMPLE
 
@@ -301,11 +301,12 @@ def test_index_builds_a_sidecar_that_check_then_reads_with_the_same_verdict(spar
     assert main(["check", str(run), "--claims", "at-least-once"]) == 1
     from_jsonl = json.loads((run / "results.json").read_text())
     assert main(["index", str(run)]) == 0
+    assert sidecar.manifest(run / "history.jsonl")["converter"] == "native"  # no Spark
     assert main(["check", str(run), "--claims", "at-least-once"]) == 1
     from_sidecar = json.loads((run / "results.json").read_text())
     assert (from_jsonl["history"]["source"], from_sidecar["history"]["source"]) == (
         "jsonl",
-        "converted",  # made columnar by Spark (checkers/load.py convert)
+        "converted",  # made columnar (checkers/load.py convert)
     )
     for key in ("valid", "properties", "counts", "anomalies"):
         assert from_sidecar[key] == from_jsonl[key]
