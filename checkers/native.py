@@ -80,6 +80,9 @@ def build(state: Path = DEFAULT_STATE) -> Path:
         lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()] or [""]
         raise RuntimeError(f"go build of the native converter failed: {lines[-1][:400]}")
     partial.rename(target)
+    for old in target.parent.glob("qc-convert-*"):  # builds of older sources
+        if old != target:
+            old.unlink(missing_ok=True)
     return target
 
 

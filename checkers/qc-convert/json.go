@@ -136,12 +136,12 @@ func (ps *parser) value() (*node, error) {
 	n := ps.alloc()
 	*n = node{start: ps.p}
 	switch c := ps.b[ps.p]; {
-	case c == '{':
-		if err := ps.object(n); err != nil {
-			return nil, err
+	case c == '{' || c == '[':
+		k, closing := kObject, byte('}')
+		if c == '[' {
+			k, closing = kArray, ']'
 		}
-	case c == '[':
-		if err := ps.array(n); err != nil {
+		if err := ps.container(n, k, closing); err != nil {
 			return nil, err
 		}
 	case c == '"':
@@ -170,97 +170,71 @@ func (ps *parser) value() (*node, error) {
 	return n, nil
 }
 
-func (ps *parser) object(n *node) error {
+// container: an object's members or an array's items, up to `closing`
+func (ps *parser) container(n *node, k kind, closing byte) error {
 	ps.depth++
 	if ps.depth > maxDepth {
 		return errUnsure
 	}
-	n.kind = kObject
-	ps.p++ // {
+	n.kind = k
+	ps.p++ // { or [
 	ps.ws()
-	if ps.p < len(ps.b) && ps.b[ps.p] == '}' {
+	if ps.p < len(ps.b) && ps.b[ps.p] == closing {
 		ps.p++
 		ps.depth--
 		return nil
 	}
 	for {
 		ps.ws()
-		if ps.p >= len(ps.b) || ps.b[ps.p] != '"' {
-			return ps.fail()
-		}
-		k, err := ps.str()
-		if err != nil {
-			return err
-		}
-		for _, seen := range n.keys {
-			if seen == k {
-				return errUnsure // a duplicate key
+		if k == kObject {
+			if err := ps.key(n); err != nil {
+				return err
 			}
 		}
-		ps.ws()
-		if ps.p >= len(ps.b) || ps.b[ps.p] != ':' {
-			return ps.fail()
-		}
-		ps.p++
-		ps.ws()
 		v, err := ps.value()
 		if err != nil {
 			return err
 		}
-		n.keys = append(n.keys, k)
 		n.vals = append(n.vals, v)
 		ps.ws()
 		if ps.p >= len(ps.b) {
 			return errEOF
 		}
-		if ps.b[ps.p] == ',' {
+		switch ps.b[ps.p] {
+		case ',':
 			ps.p++
-			continue
-		}
-		if ps.b[ps.p] == '}' {
+		case closing:
 			ps.p++
 			ps.depth--
 			return nil
+		default:
+			return errUnsure
 		}
-		return errUnsure
 	}
 }
 
-func (ps *parser) array(n *node) error {
-	ps.depth++
-	if ps.depth > maxDepth {
-		return errUnsure
+// key: an object member's key and its colon; a duplicate is unsure
+func (ps *parser) key(n *node) error {
+	if ps.p >= len(ps.b) || ps.b[ps.p] != '"' {
+		return ps.fail()
 	}
-	n.kind = kArray
-	ps.p++ // [
+	k, err := ps.str()
+	if err != nil {
+		return err
+	}
+	for _, seen := range n.keys {
+		if seen == k {
+			return errUnsure
+		}
+	}
 	ps.ws()
-	if ps.p < len(ps.b) && ps.b[ps.p] == ']' {
-		ps.p++
-		ps.depth--
-		return nil
+	if ps.p >= len(ps.b) || ps.b[ps.p] != ':' {
+		return ps.fail()
 	}
-	for {
-		ps.ws()
-		v, err := ps.value()
-		if err != nil {
-			return err
-		}
-		n.vals = append(n.vals, v)
-		ps.ws()
-		if ps.p >= len(ps.b) {
-			return errEOF
-		}
-		if ps.b[ps.p] == ',' {
-			ps.p++
-			continue
-		}
-		if ps.b[ps.p] == ']' {
-			ps.p++
-			ps.depth--
-			return nil
-		}
-		return errUnsure
-	}
+	ps.p++
+	ps.ws()
+	n.keys = append(n.keys, k)
+	return nil
 }
 
 // number: JSON's grammar; an int literal must fit int64 (Python's reader
@@ -276,9 +250,7 @@ func (ps *parser) number(n *node) error {
 	if b[ps.p] == '0' {
 		ps.p++
 	} else if b[ps.p] >= '1' && b[ps.p] <= '9' {
-		for ps.p < len(b) && b[ps.p] >= '0' && b[ps.p] <= '9' {
-			ps.p++
-		}
+		ps.digits()
 	} else {
 		return errUnsure
 	}
@@ -286,11 +258,7 @@ func (ps *parser) number(n *node) error {
 	if ps.p < len(b) && b[ps.p] == '.' {
 		integer = false
 		ps.p++
-		digits := ps.p
-		for ps.p < len(b) && b[ps.p] >= '0' && b[ps.p] <= '9' {
-			ps.p++
-		}
-		if ps.p == digits {
+		if !ps.digits() {
 			return ps.fail()
 		}
 	}
@@ -300,11 +268,7 @@ func (ps *parser) number(n *node) error {
 		if ps.p < len(b) && (b[ps.p] == '+' || b[ps.p] == '-') {
 			ps.p++
 		}
-		digits := ps.p
-		for ps.p < len(b) && b[ps.p] >= '0' && b[ps.p] <= '9' {
-			ps.p++
-		}
-		if ps.p == digits {
+		if !ps.digits() {
 			return ps.fail()
 		}
 	}
@@ -323,6 +287,15 @@ func (ps *parser) number(n *node) error {
 	}
 	n.kind, n.i = kInt, i
 	return nil
+}
+
+// digits: one or more decimal digits, skipped
+func (ps *parser) digits() bool {
+	from := ps.p
+	for ps.p < len(ps.b) && ps.b[ps.p] >= '0' && ps.b[ps.p] <= '9' {
+		ps.p++
+	}
+	return ps.p > from
 }
 
 func hexval(c byte) rune {

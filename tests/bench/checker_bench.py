@@ -209,7 +209,10 @@ KINDS = {
     "spark-sidecar": "Spark on the columnar sidecar the harness writes as a run goes",
     "inmemory": "the in-memory baseline: the same work in dicts and sorted lists",
     "floor": "one orjson pass computing the delivery counts alone (no check, no offsets)",
+    "native-convert": "the native converter alone (checkers/native.py): the conversion "
+    "spark-converted includes, no JVM, no check",
 }
+NO_COUNTS = ("floor", "native-convert")  # kinds whose counts are not a check's
 FLOOR_COUNTS = ("attempted", "acknowledged", "delivered", "lost", "duplicated", "unexpected")
 
 
@@ -249,6 +252,12 @@ def run_one(kind: str, path: Path) -> dict:
         from tests.bench.orjson_floor import delivery_counts
 
         return delivery_counts(path)
+    if kind == "native-convert":
+        from checkers.load import convert_natively
+
+        if convert_natively(bare_copy(path)) is None:
+            raise SystemExit("the native converter left the history to Spark")
+        return {}
     from tests.bench.inmemory_offsets import check_path
 
     delivery, offsets = check_path(path)
@@ -310,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=".state/bench", help="where generated histories are cached")
     ap.add_argument(
         "--checkers",
-        default="spark,spark-converted,spark-sidecar,inmemory,floor",
+        default="spark,spark-converted,spark-sidecar,inmemory,floor,native-convert",
         help="; ".join(f"{k}: {what}" for k, what in KINDS.items()),
     )
     ap.add_argument(
@@ -337,10 +346,12 @@ def main(argv: list[str] | None = None) -> int:
         *(f"{k} peak" for k in kinds),
     ):
         table.add_column(col, justify="right")
-    speedups = [k for k in kinds if k not in ("inmemory", "floor")] if "inmemory" in kinds else []
+    speedups = [k for k in kinds if k not in ("inmemory", *NO_COUNTS)]
+    speedups = speedups if "inmemory" in kinds else []
     for k in speedups:
         table.add_column(f"inmemory / {k}", justify="right")
-    floors = [k for k in kinds if k.startswith("spark")] if "floor" in kinds else []
+    floors = [k for k in kinds if k.startswith("spark") or k == "native-convert"]
+    floors = floors if "floor" in kinds else []
     for k in floors:
         table.add_column(f"{k} / floor", justify="right")
     status = 0
@@ -365,8 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         # Every checker that finished must agree (the floor on what it counts);
         # any Spark failure fails the benchmark, the baselines' (out of memory
         # at 100M) are recorded.
-        counts = [r["counts"] for k, r in runs.items() if "counts" in r and k != "floor"]
-        spark_failed = [k for k, r in runs.items() if "error" in r and k.startswith("spark")]
+        counts = [r["counts"] for k, r in runs.items() if "counts" in r and k not in NO_COUNTS]
+        spark_failed = [
+            k for k, r in runs.items() if "error" in r and (k.startswith("spark") or k in NO_COUNTS)
+        ]
         floor = runs.get("floor", {}).get("counts")
         floor_differs = (
             floor is not None and counts and any(floor[k] != counts[0][k] for k in FLOOR_COUNTS)
