@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--shapes: unknown shape {unknown[0]!r}; known: {', '.join(SHAPES)}")
     cases = [(shape, parse_size(s)) for s in args.sizes.split(",") for shape in shapes]
     for shape, size in cases:
-        path = ensure_history(size, root, shape)
+        path = ensure_history(size, root, shape, with_sidecar="spark-sidecar" in kinds)
         runs = {k: measure(k, path, cap) for k in kinds}
         for k, r in runs.items():
             console.print(
