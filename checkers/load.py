@@ -268,36 +268,36 @@ def convert(
         .count()
         .collect()
     )
-    manifest = {
-        "version": sidecar.VERSION,
-        "jsonl_bytes": p.stat().st_size,
+    made = {
         **{k: facts[k] for k in (*FACT_NAMES, "ops")},
         "open_invokes": sorted(facts["open_invokes"]),
         "tally": sorted([r["f"], r["type"], r["is_client"], r["count"]] for r in tally),
         "truncated_line": facts["lines"] if truncated else None,
-        "converted": True,
-        "converter": "spark",
     }
-    files["manifest"].write_text(json.dumps(manifest) + "\n")
-    return files
+    return _seal(p, files, made, "spark")
 
 
 def convert_natively(path: str | os.PathLike) -> dict[str, Path] | None:
     """`convert` by the native converter alone, no Spark: the sidecar's
     files, or None (nothing sealed) where it leaves the history to the
-    exact way."""
+    exact way, or its directory cannot be written in."""
     p = RunDir.find(path).history
+    if not os.access(p.parent, os.W_OK | os.X_OK):
+        return None
     files = sidecar.paths(p)
     files["manifest"].unlink(missing_ok=True)  # unsealed until the last write
     made = native_convert(p, files["ops"], files["msgs"])
-    if made is None:
-        return None
+    return None if made is None else _seal(p, files, made, converter="native")
+
+
+def _seal(p: Path, files: dict[str, Path], facts: dict, converter: str) -> dict[str, Path]:
+    """Writes the manifest of a converted sidecar, last: from now on it is used."""
     manifest = {
         "version": sidecar.VERSION,
         "jsonl_bytes": p.stat().st_size,
-        **made,
+        **facts,
         "converted": True,
-        "converter": "native",
+        "converter": converter,
     }
     files["manifest"].write_text(json.dumps(manifest) + "\n")
     return files

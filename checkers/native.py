@@ -52,8 +52,8 @@ def find(state: Path = DEFAULT_STATE) -> Path | None:
     """The build of the current sources: in the state directory, else in the
     checkout's own (a check run from another directory)."""
     for where in (Path(state), Path(__file__).resolve().parents[1] / ".state"):
-        if binary(where).exists():
-            return binary(where)
+        if (exe := binary(where)).exists():
+            return exe
     return None
 
 

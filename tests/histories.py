@@ -490,3 +490,12 @@ def random_history(ch: Choices, shape: str | None = None) -> Builder:
     if ch.chance(60):
         sim.final()
     return sim.b
+
+
+def assert_same_facts(made: dict, kept: dict) -> None:
+    """A converted sidecar's manifest (or a converter's facts) holds what
+    the harness writer's manifest `kept` holds for the same history."""
+    for key in ("ops", "effects_ops", "drains_invoked", "drains_ok", "offset_ops", "ok_txns"):
+        assert made[key] == kept[key], key
+    assert made["open_invokes"] == kept["open_invokes"]
+    assert sorted(map(tuple, made["tally"])) == sorted(map(tuple, kept["tally"]))

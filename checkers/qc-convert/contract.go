@@ -81,12 +81,10 @@ func role(f, typ, mop string) int8 {
 
 func intOrNull(n *node) bool { return n.isNull() || n.kind == kInt }
 
-func isString(n *node) bool { return n != nil && n.kind == kString }
-
 // listOfObjects: _list_of_objects: a list whose items are objects or null,
 // whose `ints` are ints or null
 func listOfObjects(items *node, ints ...string) bool {
-	if items == nil || items.kind != kArray {
+	if !items.is(kArray) {
 		return false
 	}
 	for _, it := range items.vals {
@@ -108,14 +106,14 @@ func listOfObjects(items *node, ints ...string) bool {
 // messages: _msg_errors: a list of message objects, each with an int id and
 // partition/offset ints where present and not null
 func messages(msgs *node) bool {
-	if msgs == nil || msgs.kind != kArray {
+	if !msgs.is(kArray) {
 		return false
 	}
 	for _, m := range msgs.vals {
 		if m.kind != kObject {
 			return false
 		}
-		if id := m.get("id"); id == nil || id.kind != kInt {
+		if !m.get("id").is(kInt) {
 			return false
 		}
 		for _, k := range [...]string{"partition", "offset"} {
@@ -164,8 +162,8 @@ func valueOK(f, typ string, v *node) bool { // _value_errors
 		return !v.isNull() && v.has("msgs") && messages(v.get("msgs"))
 	}
 	if f == "txn" {
-		mops := v.get("mops")
-		if v.isNull() || mops == nil || mops.kind != kArray {
+		mops := v.get("mops") // nil where v is null
+		if !mops.is(kArray) {
 			return false
 		}
 		for _, mop := range mops.vals {
@@ -173,7 +171,7 @@ func valueOK(f, typ string, v *node) bool { // _value_errors
 				return false
 			}
 			mf := mop.get("f")
-			if !isString(mf) || (mf.s != "send" && mf.s != "receive") {
+			if !mf.is(kString) || (mf.s != "send" && mf.s != "receive") {
 				return false
 			}
 			// mop.get("msgs") or []: null or an empty list is no messages
@@ -183,15 +181,15 @@ func valueOK(f, typ string, v *node) bool { // _value_errors
 		}
 	}
 	if f == "effects" && typ == "ok" {
-		effects := v.get("effects")
-		if v.isNull() || effects == nil || effects.kind != kArray {
+		effects := v.get("effects") // nil where v is null
+		if !effects.is(kArray) {
 			return false
 		}
 		for _, e := range effects.vals {
 			if e.kind != kObject {
 				return false
 			}
-			if id, n := e.get("id"), e.get("count"); id == nil || id.kind != kInt || n == nil || n.kind != kInt {
+			if !e.get("id").is(kInt) || !e.get("count").is(kInt) {
 				return false
 			}
 		}
@@ -233,7 +231,7 @@ func checkOp(op *node) (opInfo, bool) {
 	default:
 		return o, false
 	}
-	if !isString(typ) || !isType(typ.s) || !isString(f) {
+	if !typ.is(kString) || !isType(typ.s) || !f.is(kString) {
 		return o, false
 	}
 	for _, k := range [...]string{"node", "error"} {

@@ -36,8 +36,11 @@ type node struct {
 	end   int
 }
 
+// is: the node is there and of kind k (an absent key's node is nil)
+func (n *node) is(k kind) bool { return n != nil && n.kind == k }
+
 func (n *node) get(key string) *node {
-	if n == nil || n.kind != kObject {
+	if !n.is(kObject) {
 		return nil
 	}
 	for i, k := range n.keys {
@@ -49,7 +52,7 @@ func (n *node) get(key string) *node {
 }
 
 func (n *node) has(key string) bool {
-	if n == nil || n.kind != kObject {
+	if !n.is(kObject) {
 		return false
 	}
 	for _, k := range n.keys {

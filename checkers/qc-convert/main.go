@@ -132,9 +132,7 @@ func run(f io.Reader, w *writers) (map[string]any, error) {
 		if err := m.add(r); err != nil {
 			return nil, err
 		}
-		if err := w.write(r.recs); err != nil {
-			return nil, err
-		}
+		w.write(r.recs)
 	}
 	if err := <-readErr; err != nil {
 		return nil, err

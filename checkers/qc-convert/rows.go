@@ -177,14 +177,14 @@ func messageRows(op *node, o *opInfo) ([]msgRow, error) {
 		return nil, nil
 	}
 	v := op.get("value")
-	if !isValueF(o.f) || v == nil || v.kind != kObject {
+	if !isValueF(o.f) || !v.is(kObject) {
 		return nil, nil
 	}
 	var out []msgRow
 	var at int64 // the place in the op, across a txn's mops
 	put := func(mop string, hasMop bool, items *node, effects bool) error {
 		r := role(o.f, o.typ, mop)
-		if items == nil || items.kind != kArray {
+		if !items.is(kArray) {
 			return nil
 		}
 		for _, x := range items.vals {
@@ -217,7 +217,7 @@ func messageRows(op *node, o *opInfo) ([]msgRow, error) {
 	var err error
 	switch o.f {
 	case "txn":
-		if mops := v.get("mops"); mops != nil && mops.kind == kArray {
+		if mops := v.get("mops"); mops.is(kArray) {
 			for _, mop := range mops.vals {
 				if mop.kind != kObject {
 					continue

@@ -59,11 +59,7 @@ func newFileWriter(target string, schema *arrow.Schema) (*fileWriter, error) {
 	return w, nil
 }
 
-type writers struct {
-	ops, msgs *fileWriter
-	closed    bool
-	err       error
-}
+type writers struct{ ops, msgs *fileWriter }
 
 func newWriters(opsPath, msgsPath string) (*writers, error) {
 	ops, err := newFileWriter(opsPath, opsSchema)
@@ -80,25 +76,23 @@ func newWriters(opsPath, msgsPath string) (*writers, error) {
 	return &writers{ops: ops, msgs: msgs}, nil
 }
 
-func (w *writers) write(r records) error {
+// write: hands a block's records to the two writers (an error of theirs
+// comes out of close)
+func (w *writers) write(r records) {
 	w.ops.in <- r.ops
 	w.msgs.in <- r.msgs
-	return nil
 }
 
-// close: waits for both files to be written
+// close: waits for both files to be written; the first error
 func (w *writers) close() error {
-	if w.closed {
-		return w.err
-	}
-	w.closed = true
+	var first error
 	for _, f := range []*fileWriter{w.ops, w.msgs} {
 		close(f.in)
-		if err := <-f.done; err != nil && w.err == nil {
-			w.err = err
+		if err := <-f.done; err != nil && first == nil {
+			first = err
 		}
 	}
-	return w.err
+	return first
 }
 
 // commit: the files take their names (replacing an older sidecar's, which

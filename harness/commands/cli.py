@@ -128,7 +128,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     spark_opts = SparkOptions(**given(args, SparkOptions))
     with CheckProgress(Progress(Console(stderr=True))) as progress:
         progress.step("reading, validating and writing the columnar form")
-        files = convert_natively(hp) if os.access(hp.parent, os.W_OK | os.X_OK) else None
+        files = convert_natively(hp)
         if files is None:
             progress.step("starting Spark")
             spark = spark_session(
