@@ -102,12 +102,16 @@ class SlowFault(Fault):
 
 
 def test_slow_actions_do_not_push_the_faults_out_of_a_short_run(tmp_path):
-    """Three kinds at interval 0.4 in 2.6 s: the starts fall at about 0.4,
-    1.2 and 2.0 s. Were each wait a full interval after a 0.24 s action,
-    the third would come at 3.28 s, after the run. (Intervals this long leave
-    a loaded machine's thread scheduling a third of a second of slack.)"""
+    """Three kinds at interval 0.4 in 2.9 s, each start and stop taking
+    0.24 s: a start, its hold, its stop and the gap after it (the stop's time
+    taken off, but never less than half an interval) take 1.08 s, so the
+    starts fall at about 0.4, 1.48 and 2.56 s. Were each gap a full interval
+    after its action, the third would come at 2.96 s, after the run. (A
+    third of a second of slack for a loaded machine's thread scheduling;
+    with 2.6 s, set before the half-interval floor, a CI run's third start
+    came 0.02 s too late.)"""
     faults = [SlowFault(kind, delay=0.24) for kind in ("partition", "kill", "pause")]
-    ops, _ = run_schedule(tmp_path, faults, 2.6, interval=0.4)
+    ops, _ = run_schedule(tmp_path, faults, 2.9, interval=0.4)
     started = {op["f"] for op in ops if op["f"].startswith("start-") and op["value"]}
     assert started == {"start-partition", "start-kill", "start-pause"}
 
