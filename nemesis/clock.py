@@ -9,7 +9,11 @@ The host's clock, which the namespace nodes share, is never touched.
   ahead, every STROBE_PERIOD seconds, until the stop (the brokers read their
   offset at most once a second: a flip is seen within a second);
 - skew: a small offset, under a second either way (clocks an NTP daemon
-  would call close).
+  would call close);
+- ahead: the clock set exactly --clock-max seconds ahead, held until the
+  stop (a clock set to the future by a bad time source or a restored VM:
+  what a findings row aims at a timer of known length). Not drawn unless
+  asked for.
 
 Kafka reads the wall clock for time-based retention, transaction and
 session timeouts, and its KRaft and ISR timers' logs; RabbitMQ for message
@@ -36,7 +40,8 @@ from .targets import TargetOptions
 
 log = logging.getLogger(__name__)
 
-CLOCK_FAULTS = ("bump", "strobe", "skew")
+CLOCK_FAULTS = ("bump", "strobe", "skew", "ahead")
+DRAWN_BY_DEFAULT = ("bump", "strobe", "skew")
 STROBE_PERIOD = 1.0  # seconds between a strobe's flips
 SKEW_MAX = 1.0  # seconds: a skew's largest offset
 
@@ -44,11 +49,12 @@ SKEW_MAX = 1.0  # seconds: a skew's largest offset
 @dataclass
 class ClockOptions:
     clock_faults: list[str] = option(
-        default_factory=lambda: list(CLOCK_FAULTS),
+        default_factory=lambda: list(DRAWN_BY_DEFAULT),
         help="what the clock fault does to a target broker's clock, one at random per fault: "
         "bump (a jump of up to --clock-max seconds, ahead or behind), strobe (flipping "
         "between the host's time and up to --clock-max ahead, every second), skew (under a "
-        "second either way)",
+        "second either way), ahead (exactly --clock-max seconds ahead; only when named)",
+        shown_default="bump,strobe,skew",
         choices=CLOCK_FAULTS,
     )
     clock_max: float = option(60.0, "the clock fault's largest jump, in seconds", range=POSITIVE)
@@ -115,7 +121,7 @@ class ClockNemesis(_OneNodeFault):
         allowed: list[str] | None = None,
     ):
         super().__init__(db, allowed)
-        self.faults = list(faults or CLOCK_FAULTS)
+        self.faults = list(faults or DRAWN_BY_DEFAULT)
         self.clock_max = clock_max
         self.strobes: list[_Strobe] = []
 
@@ -138,6 +144,8 @@ class ClockNemesis(_OneNodeFault):
                 "fault": fault,
                 "offset": round(rng.choice((-1, 1)) * rng.uniform(1, self.clock_max), 3),
             }
+        if fault == "ahead":
+            return {"fault": fault, "offset": round(self.clock_max, 3)}
         if fault == "skew":
             return {
                 "fault": fault,

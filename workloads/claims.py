@@ -48,6 +48,14 @@ CROSS_CHECK_SOURCE = (
 )
 
 
+def kept_through_the_run(kept_s: float | None, config: Config) -> bool:
+    """A message kept for `kept_s` seconds by the broker's age limit (None:
+    no limit) lasts until the drain: at least the run's span (a run recorded
+    before the span was: judged as it was then)."""
+    span = config.get("span_s")
+    return kept_s is None or span is None or kept_s >= span
+
+
 def claims_for(
     rows: list[Row], config: Config, sink_claims: SinkClaims = TABLE_SINK_CLAIMS
 ) -> tuple[list[str], list[str]]:

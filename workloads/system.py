@@ -49,6 +49,9 @@ class RunContext:
     sink_db: str | None = None
     existing: Existing | None = None  # brokers someone else runs (the cluster file says)
     cross_check: bool = True  # the brokers' own state read after the drain
+    # the longest the run's phases can take, main phase to drain: what a
+    # broker keeps for less than this may be gone before it is read
+    span_s: float | None = None
 
 
 class System:

@@ -146,9 +146,14 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
         phase (a rolling upgrade stretches it by up to three recovery
         timeouts a node), recovery with its operator restart, the settling of
         a sink, the drain, and half an hour for set-up and teardown."""
+        return self.span_s() + 1800.0
+
+    def span_s(self) -> float:
+        """The longest the run's phases can take, the main phase (a rolling
+        upgrade stretches it by up to three recovery timeouts a node) to the
+        drain (recovery with its operator restart, a sink's settling)."""
         steps = 3 * self.node_count() + 1
-        phases = self.time_limit + self.recovery_timeout * (steps + 3) + 10 * self.op_timeout
-        return phases + 1800.0
+        return self.time_limit + self.recovery_timeout * (steps + 3) + 10 * self.op_timeout
 
 
 def run_fields(options: Any) -> dict[str, Any]:

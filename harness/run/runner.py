@@ -111,6 +111,7 @@ def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
         sink_db=opts.sink_db,
         existing=opts.existing(),
         cross_check=opts.cross_check,
+        span_s=opts.span_s(),
     )
     try:
         return SYSTEMS[opts.system](ctx, opts.system_settings)

@@ -85,6 +85,22 @@ def test_a_bump_or_a_skew_is_recorded_held_and_set_back_at_the_stop():
     assert again[0].start(random.Random(3)) == again[1].start(random.Random(3))
 
 
+def test_ahead_sets_exactly_the_largest_jump_forward_and_is_drawn_only_when_named():
+    db = RecordedClocks()
+    fault = ClockNemesis(db, ["ahead"], clock_max=7200.0, allowed=["all"])
+    changes = fault.start(random.Random(5))["changes"]
+    assert changes == [{"node": n, "fault": "ahead", "offset": 7200.0} for n in ("n1", "n2", "n3")]
+    assert db.now == {"n1": 7200.0, "n2": 7200.0, "n3": 7200.0}
+    fault.stop()
+    assert db.now == {"n1": 0.0, "n2": 0.0, "n3": 0.0}
+    drawn = set()
+    for seed in range(40):
+        default = ClockNemesis(RecordedClocks(), None, 30.0, ["all"])
+        drawn |= {c["fault"] for c in default.start(random.Random(seed))["changes"]}
+        default.teardown()
+    assert drawn == {"bump", "strobe", "skew"}
+
+
 def test_a_strobe_flips_the_clock_until_the_stop_and_the_teardown_sets_every_clock_back():
     db = RecordedClocks()
     fault = ClockNemesis(db, ["strobe"], clock_max=10.0, allowed=["one"])

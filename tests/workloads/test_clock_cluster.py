@@ -2,7 +2,8 @@
 or for nats-server, a build of it that reads the same offset file: they
 keep serving, and what each one's own clock says follows the offset the
 fault wrote for its node, then comes back to the host's at the stop.
-Kafka's leader stamps a LogAppendTime record with its clock; RabbitMQ's VM
+Kafka's leader stamps a LogAppendTime record with its clock, and deletes by
+retention on it; RabbitMQ's VM
 answers os:system_time (its erlang:system_time, in multi-time-warp mode,
 follows too, but only once ERTS next compares it with the OS's clock: 35
 and 60 s after a jump, measured here; README, Clocks); nats-server gives
@@ -16,7 +17,7 @@ import time
 from datetime import datetime
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from nemesis.clock import ClockNemesis
@@ -125,6 +126,57 @@ def test_a_kafka_leader_stamps_records_with_the_clock_the_fault_set(kafka):
         bumped_and_back(kafka, read_clocks)
     finally:
         producer.close(timeout=5)
+
+
+def test_a_kafka_leader_whose_clock_jumps_past_the_retention_deletes_unread_records(kafka):
+    """Retention compares a segment's newest timestamp (the producer's clock)
+    with the broker's own: the leader's clock two hours ahead deletes, within
+    the brokers' one-second check, what a one-hour topic holds, from the
+    log's start on, unread; a topic kept for Kafka's default week keeps it."""
+    ids = [kafka.node_id(n) for n in kafka.nodes]
+    leader = kafka.nodes[0]  # first in every assignment: the preferred leader
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap(), request_timeout_ms=10000)
+    try:
+        admin.create_topics(
+            [
+                NewTopic(
+                    "kept-1h",
+                    replica_assignments={0: ids},
+                    topic_configs={"retention.ms": "3600000"},
+                ),
+                NewTopic("kept-7d", replica_assignments={0: ids}),
+            ],
+            timeout_ms=30000,
+        )
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap(), acks="all", linger_ms=0)
+    try:
+        for topic in ("kept-1h", "kept-7d"):
+            for _ in range(100):
+                producer.send(topic, b"unread", partition=0)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    parts = [TopicPartition(t, 0) for t in ("kept-1h", "kept-7d")]
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap(), request_timeout_ms=10000)
+
+    def starts() -> dict[str, int]:
+        return {tp.topic: o for tp, o in consumer.beginning_offsets(parts).items()}
+
+    try:
+        assert starts() == {"kept-1h": 0, "kept-7d": 0}
+        assert {tp.topic: o for tp, o in consumer.end_offsets(parts).items()} == {
+            "kept-1h": 100,
+            "kept-7d": 100,
+        }
+        kafka.set_clock(leader, 7200.0)
+        deleted = wait_until(lambda: starts()["kept-1h"] == 100, timeout=30)
+        assert deleted, f"the one-hour topic still starts at {starts()}"
+        assert starts()["kept-7d"] == 0
+    finally:
+        kafka.set_clock(leader, 0.0)
+        consumer.close()
 
 
 def test_a_rabbitmq_node_s_vm_reads_the_clock_the_fault_set(rabbit):

@@ -53,13 +53,13 @@ def create_topic(db, name: str, partitions: int) -> None:
         admin.close()
 
 
-SETTINGS = ("min.insync.replicas", "unclean.leader.election.enable")
+SETTINGS = ("min.insync.replicas", "unclean.leader.election.enable", "retention.ms")
 
 
 def topic_settings(bootstrap: str, name: str) -> dict[str, Any]:
     """What the brokers actually apply to the topic: its effective
-    min.insync.replicas and unclean leader election (the topic's own value,
-    else the broker's), and its replication factor."""
+    min.insync.replicas, unclean leader election and retention (the topic's
+    own value, else the broker's), and its replication factor."""
     admin = Admin(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     try:
         res = ConfigResource(ConfigResourceType.TOPIC, name, configs=dict.fromkeys(SETTINGS))
@@ -79,6 +79,7 @@ def topic_settings(bootstrap: str, name: str) -> dict[str, Any]:
         "min_insync_replicas": int(entries["min.insync.replicas"]),
         "unclean_leader_election": str(entries["unclean.leader.election.enable"]).lower() == "true",
         "replication_factor": min(replicas) if replicas else 0,
+        "retention_ms": int(entries["retention.ms"]),  # -1: kept for ever
     }
 
 

@@ -7,11 +7,11 @@ Kafka's own sink, kafka-txn."""
 
 from __future__ import annotations
 
-from ..claims import Config, Row
+from ..claims import Config, Row, kept_through_the_run
 
 CLAIMS: list[Row] = [
     (
-        lambda c: _durable(c) and not c.get("auto_commit"),
+        lambda c: _durable(c) and _kept(c) and not c.get("auto_commit"),
         ("at-least-once",),
         "Kafka docs, Design 'Replication' and producer config 'acks': with acks=all a "
         "record is acknowledged once every in-sync replica has it, and is not lost as long "
@@ -46,7 +46,16 @@ CLAIMS: list[Row] = [
         "Design 'Replication': availability over durability)",
     ),
     (
-        lambda c: _durable(c) and c.get("consumer_mode") == "share",
+        lambda c: _durable(c) and not _kept(c),
+        (),
+        "no at-least-once claim: the topic's retention.ms is shorter than the run (from the "
+        "first write to the drain), and Kafka deletes a segment once its newest record is "
+        "older than the retention, whether or not anyone read it (Kafka docs, topic config "
+        "'retention.ms': 'This represents an SLA on how soon consumers must read their "
+        "data')",
+    ),
+    (
+        lambda c: _durable(c) and _kept(c) and c.get("consumer_mode") == "share",
         ("share-at-least-once", "share-delivery-limit", "share-redelivery"),
         "KIP-932 (share groups, production-ready in Kafka 4.2), 'Delivery state' and "
         "'In-flight records': an acquired record is acknowledged (accept, reject) or comes "
@@ -107,6 +116,13 @@ def _speaks(c: Config, version: int) -> bool:
 
 def _finalized(c: Config) -> int:
     return (c.get("transaction_version") or {}).get("finalized") or 0
+
+
+def _kept(c: Config) -> bool:
+    """The topic keeps a record at least as long as the run can take
+    (retention.ms -1: for ever)."""
+    retention = c.get("retention_ms")
+    return kept_through_the_run(None if retention is None or retention < 0 else retention / 1000, c)
 
 
 def _durable(c: Config) -> bool:

@@ -67,6 +67,7 @@ def tool_java(libs: str) -> str:
 
 
 ELR_LEVEL = {"on": 1, "off": 0}  # --elr as eligible.leader.replicas.version
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
 
 
 @dataclass
@@ -100,6 +101,13 @@ class KafkaOptions:
         "log.flush.interval.messages: fsync a partition's log every N messages "
         "(Kafka's default: never, leaving it to the OS and to replication)",
         shown_default="Kafka's",
+        range=AT_LEAST_ONE,
+    )
+    retention_ms: int | None = option(
+        None,
+        "log.retention.ms: a segment is deleted once its newest record's timestamp is this "
+        "much older than the broker's wall clock, read or not",
+        shown_default="Kafka's: 7 days",
         range=AT_LEAST_ONE,
     )
     transaction_version: int | None = option(
@@ -334,9 +342,15 @@ class Kafka(
             "replica.lag.time.max.ms": 5000,
             "controller.quorum.election.timeout.ms": 1000,
             "controller.quorum.fetch.timeout.ms": 2000,
+            # retention checked every second, not every 5 minutes: what a
+            # broker's clock makes due is deleted within a test, as it would be
+            # within a longer run at the default
+            "log.retention.check.interval.ms": 1000,
         }
         if o.flush_messages:
             props["log.flush.interval.messages"] = o.flush_messages
+        if o.retention_ms:
+            props["log.retention.ms"] = o.retention_ms
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
     def log4j2(self, node: Remote) -> str:

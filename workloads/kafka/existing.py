@@ -31,6 +31,7 @@ BROKER_OPTIONS = (
     "upgrade_to",
     "upgrade_home",
     "flush_messages",
+    "retention_ms",
     "transaction_version",
     "elr",
     "lazyfs",

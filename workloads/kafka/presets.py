@@ -51,6 +51,16 @@ SEGMENT_DAMAGE = {
     "nemesis_interval": 10.0,
     **ENQUEUE_THEN_DRAIN,
 }
+# The partition leader's clock set two hours ahead (libfaketime) every 10 s,
+# set back at each stop; one partition, so the leader is struck every time.
+LEADER_CLOCK_AHEAD = {
+    "nemesis": ["clock"],
+    "clock_faults": ["ahead"],
+    "clock_max": 7200.0,
+    "fault_targets": ["primaries"],
+    "nemesis_interval": 10.0,
+    **ENQUEUE_THEN_DRAIN,
+}
 # One transaction in ten aborted by its producer once its writes are in the
 # log: whether a consumer reads them then depends on its isolation level
 # alone, not on a fault landing between a write and its transaction's end.
@@ -466,6 +476,48 @@ FINDINGS = [
         {"at-least-once": True, "per-partition-order": True},
         "the control: the damaged broker truncates at the damage and fetches the rest "
         "from the leader, which holds every acknowledged write",
+    ),
+    *(
+        Finding(
+            Preset(
+                name,
+                f"Kafka acks=all, min.insync.replicas=2, {kept}, the partition leader's wall "
+                "clock set two hours ahead",
+                {
+                    **LEADER_CLOCK_AHEAD,
+                    "system": "kafka",
+                    "system_options": {
+                        "acks": "all",
+                        "faketime": True,
+                        "partitions": 1,
+                        **retention,
+                    },
+                },
+            ),
+            expect,
+            teaches,
+        )
+        for name, kept, retention, expect, teaches in (
+            (
+                "kafka-retention-clock-ahead",
+                "retention.ms one hour (longer than the run)",
+                {"retention_ms": 3_600_000},
+                {"at-least-once": False},
+                "time-based retention compares a segment's newest timestamp, set by the "
+                "producer's clock, with the broker's own wall clock: one broker whose clock "
+                "jumps past the retention deletes records nobody has read, and as their "
+                "leader it moves the log's start forward on every replica",
+            ),
+            (
+                "kafka-clock-ahead-default-retention",
+                "Kafka's default retention (7 days)",
+                {},
+                {"at-least-once": True},
+                "the control: the same jumps stay inside a week's retention, and nothing else "
+                "Kafka times on the wall clock (the in-sync set, sessions) drops an "
+                "acknowledged write",
+            ),
+        )
     ),
 ]
 

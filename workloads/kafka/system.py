@@ -24,7 +24,7 @@ from . import claims
 from .admin import create_topic, leaderless, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
 from .confluent import ConfluentQueueClient, PolledProducer, close_polled, producer_config
-from .db import Kafka, KafkaOptions, kafka_class
+from .db import DEFAULT_RETENTION_MS, Kafka, KafkaOptions, kafka_class
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
 from .java import (
@@ -237,6 +237,8 @@ class KafkaSystem(System):
             "unclean_leader_election": found.get(
                 "unclean_leader_election", d.unclean_leader_election
             ),
+            "retention_ms": found.get("retention_ms", d.retention_ms or DEFAULT_RETENTION_MS),
+            "span_s": self.ctx.span_s,
             **({"settings": "read from the brokers"} if found else {}),
         }
 

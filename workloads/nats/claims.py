@@ -4,16 +4,25 @@ NatsSystem records (replicas, sync, dedupe_window ...)."""
 
 from __future__ import annotations
 
-from ..claims import Row
+from ..claims import Config, Row, kept_through_the_run
+from .db import duration_s
 
 CLAIMS: list[Row] = [
     (
-        lambda c: True,
+        lambda c: _kept(c),
         ("at-least-once",),
         "NATS 'JetStream': a publish acknowledged by the stream is stored, and a consumer "
         "with explicit acks has a message delivered again until it is acknowledged "
         "('at least once'); a replicated stream keeps serving while a majority of its "
         "replicas do",
+    ),
+    (
+        lambda c: not _kept(c),
+        (),
+        "no at-least-once claim: the stream's MaxAge is shorter than the run (from the first "
+        "publish to the drain), and JetStream removes a message once it is older than "
+        "MaxAge, acknowledged by a consumer or not (NATS 'JetStream', streams: 'MaxAge: "
+        "Maximum age of any message in the Stream')",
     ),
     (
         lambda c: c["sync"] != "always",
@@ -54,3 +63,9 @@ CLAIMS: list[Row] = [
         "(they share one durable consumer, a work queue)",
     ),
 ]
+
+
+def _kept(c: Config) -> bool:
+    """The stream keeps a message at least as long as the run can take."""
+    age = c.get("max_age", "off")
+    return kept_through_the_run(None if age == "off" else duration_s(age), c)

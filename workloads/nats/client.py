@@ -59,11 +59,11 @@ DRAIN_CHUNK = 1000
 MSG_ID = "Nats-Msg-Id"
 
 
-def seconds(window: str) -> float:
+def seconds(window: str, flag: str = "--dedupe-window") -> float:
     """A duration like 2m, 30s or 1h in seconds; ValueError naming it."""
     got = duration_s(window)
     if got is None:
-        raise ValueError(f"--dedupe-window: {window!r} is not a duration (30s, 2m, 1h) or off")
+        raise ValueError(f"{flag}: {window!r} is not a duration (30s, 2m, 1h) or off")
     return got
 
 
@@ -75,6 +75,11 @@ class NatsQueueOptions:
         "2m",
         "JetStream's duplicate window: publishers put each message's id in Nats-Msg-Id and the "
         "stream drops an id it stored within the window; off: plain publishes",
+    )
+    max_age: str = option(
+        "off",
+        "the stream's MaxAge: a message is removed once it is this much older than the "
+        "server's wall clock (30s, 2m, 1h), read or not; off: kept until the limits say",
     )
     ack_wait: float = option(
         5.0, "AckWait: seconds before an unacknowledged delivery is sent again", range=Range(0.5)
@@ -93,6 +98,13 @@ class NatsQueueOptions:
         check_values(self)
         if self.dedupe_window != "off":
             seconds(self.dedupe_window)
+        if self.max_age != "off":
+            age = seconds(self.max_age, "--max-age")
+            if self.msg_ids and seconds(self.dedupe_window) > age:
+                raise ValueError(
+                    f"--max-age: {self.max_age} is shorter than --dedupe-window "
+                    f"{self.dedupe_window} (NATS refuses a duplicate window longer than MaxAge)"
+                )
 
     @property
     def msg_ids(self) -> bool:
@@ -320,10 +332,13 @@ class NatsQueueClient:
     # -- drain ------------------------------------------------------------
     async def _drain_open(self, js: Any) -> None:
         """A reader of the stream from the sequence after the last one handed
-        over; its end, the stream's last sequence, fixed by the first open."""
+        over; its end, the stream's last sequence, fixed by the first open.
+        What lies below the stream's first sequence is skipped: a stream
+        emptied by MaxAge would otherwise never be drained."""
         if not self._drain_last:
             info = await js.stream_info(self.opts.stream)
             self._drain_last = info.state.last_seq
+        await self._past_removed(js)
         after = self._drain_at
         config = ConsumerConfig(
             ack_policy=AckPolicy.NONE,
@@ -335,6 +350,12 @@ class NatsQueueClient:
         self._drain_sub = await js.pull_subscribe(
             self.opts.stream, stream=self.opts.stream, config=config
         )
+
+    async def _past_removed(self, js: Any) -> None:
+        """The drain's place moved past what lies below the stream's first
+        sequence, now: removed (MaxAge, a purge, a limit), it will never come."""
+        info = await js.stream_info(self.opts.stream)
+        self._drain_at = max(self._drain_at, min(info.state.first_seq - 1, self._drain_last))
 
     def _drain(self, op: Op) -> Op:
         # Asked as the cluster comes back, the stream may not have its leader
@@ -351,6 +372,8 @@ class NatsQueueClient:
                     break
                 want = min(DRAIN_CHUNK - len(msgs), self._drain_last - self._drain_at)
                 got = self._run(self._fetch(self._drain_sub, want, 1.0))
+                if not got:  # removed meanwhile, up to the end?
+                    self._run(self._past_removed(self._connected()))
             except Exception as e:  # noqa: BLE001 - not yet: again, until the deadline
                 self._drop()
                 got, why = None, f"the stream did not answer: {describe(e)}"

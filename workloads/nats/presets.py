@@ -47,6 +47,20 @@ FILE_CHANGES: dict[str, Any] = {
     "system_options": {"sync": "always"},
 }
 
+# Every server killed at once and, half an interval later, its clock set two
+# hours ahead (libfaketime's offset, read by the clocked build), so each
+# starts again with its clock ahead; the clocks go back half an interval on.
+RESTART_CLOCK_AHEAD: dict[str, Any] = {
+    "system": "nats",
+    "nemesis": ["kill", "clock"],
+    "nemesis_overlap": True,
+    "clock_faults": ["ahead"],
+    "clock_max": 7200.0,
+    "fault_targets": ["all"],
+    "nemesis_interval": 10.0,
+    **ENQUEUE_THEN_DRAIN,
+}
+
 # A durable pull consumer with explicit acks, each acknowledged with a double
 # ack (AckSync: the server confirms it took the ack) after the effect; the
 # publishers put the message id in Nats-Msg-Id. Under the matrix's client
@@ -147,6 +161,30 @@ FINDINGS = [
         {"at-least-once": True, "per-partition-order": True},
         "the control: the stream drops a message id it stored within the duplicate "
         "window, so the same publish again is stored once",
+    ),
+    Finding(
+        Preset(
+            "nats-max-age-clock-ahead-restart",
+            "NATS JetStream R3 stream, MaxAge one hour (longer than the run), every server "
+            "restarted with its wall clock two hours ahead",
+            {**RESTART_CLOCK_AHEAD, "system_options": {"faketime": True, "max_age": "1h"}},
+        ),
+        {"at-least-once": False},
+        "a server removes a message once its wall clock says the message is older than "
+        "MaxAge; a clock that jumps while it runs is not looked at until the expiry timer, "
+        "set on the monotonic clock, comes due, but a server that starts with its clock "
+        "ahead removes at once everything its clock calls expired",
+    ),
+    Finding(
+        Preset(
+            "nats-clock-ahead-restart",
+            "NATS JetStream R3 stream, no MaxAge, every server restarted with its wall clock "
+            "two hours ahead",
+            {**RESTART_CLOCK_AHEAD, "system_options": {"faketime": True}},
+        ),
+        {"at-least-once": True},
+        "the control: without an age limit, nothing a server does on its wall clock "
+        "removes an acknowledged message",
     ),
 ]
 

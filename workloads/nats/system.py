@@ -121,6 +121,8 @@ class NatsSystem(System):
             "replicas": q.replicas,
             "sync": SERVERS_OWN if self.ctx.existing else self.db.opts.sync,
             "dedupe_window": q.dedupe_window,
+            "max_age": q.max_age,
+            "span_s": self.ctx.span_s,
             "ack": "explicit",
             "ack_wait": q.ack_wait,
             "max_deliver": q.max_deliver,
@@ -171,6 +173,7 @@ class NatsSystem(System):
                 num_replicas=q.replicas,
                 storage=StorageType.FILE,
                 duplicate_window=seconds(q.dedupe_window) if q.msg_ids else 0,
+                max_age=0 if q.max_age == "off" else seconds(q.max_age, "--max-age"),
             )
             await js.add_consumer(
                 q.stream,

@@ -4,15 +4,26 @@ the config RabbitMQSystem records (confirms, ack, queue_type ...)."""
 
 from __future__ import annotations
 
-from ..claims import Row
+from ..claims import Config, Row, kept_through_the_run
 
 CLAIMS: list[Row] = [
     (
-        lambda c: c.get("queue_type") != "stream" and c["confirms"] and c["ack"] == "manual",
+        lambda c: (
+            c.get("queue_type") != "stream" and c["confirms"] and c["ack"] == "manual" and _kept(c)
+        ),
         ("at-least-once",),
         "RabbitMQ 'Consumer Acknowledgements and Publisher Confirms': a confirmed "
         "persistent message on a durable queue is the broker's responsibility; an "
         "unacked delivery is requeued when its consumer goes away",
+    ),
+    (
+        lambda c: not _kept(c),
+        (),
+        "no at-least-once claim: the queue's message TTL is shorter than the run (from the "
+        "first publish to the drain), and RabbitMQ drops a message that has been in the "
+        "queue longer than its TTL, delivered or not ('Time-To-Live and Expiration': 'a "
+        "message that has been in the queue for longer than the configured TTL is said to "
+        "be dead')",
     ),
     (
         lambda c: c.get("queue_type") == "stream",
@@ -51,3 +62,9 @@ CLAIMS: list[Row] = [
         "consumer dies holding it)",
     ),
 ]
+
+
+def _kept(c: Config) -> bool:
+    """The queue keeps a message at least as long as the run can take."""
+    ttl = c.get("message_ttl")
+    return kept_through_the_run(None if ttl is None else ttl / 1000, c)

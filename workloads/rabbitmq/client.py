@@ -55,6 +55,13 @@ class RabbitQueueOptions:
         "stream producers publish under a stable name with publishing ids, and publish again "
         "what was not confirmed (the broker drops what it has)",
     )
+    message_ttl: int | None = option(
+        None,
+        "the queue's x-message-ttl, in milliseconds: a message older than this by the "
+        "leader's wall clock is dropped, read or not (not on streams: they age by x-max-age)",
+        shown_default="none",
+        range=AT_LEAST_ONE,
+    )
     confirms: bool = option(True, "publisher confirms")
     ack: str = option(
         "manual", "consumer acks: manual (after the effect) or auto", choices=ACK_MODES
@@ -69,11 +76,14 @@ class RabbitQueueOptions:
 
     def __post_init__(self) -> None:
         check_values(self)
+        if self.message_ttl and self.queue_type == "stream":
+            raise ValueError("--message-ttl: a stream has no message TTL (it ages by x-max-age)")
 
     def arguments(self) -> dict[str, Any]:
         # Mirroring is a policy on a classic queue (set by the runner), not an argument.
         kind = self.queue_type if self.queue_type in ("quorum", "stream") else "classic"
-        return {"x-queue-type": kind}
+        ttl = {"x-message-ttl": self.message_ttl} if self.message_ttl else {}
+        return {"x-queue-type": kind, **ttl}
 
     def parameters(self, host: str, deadline: float, port: int = PORT) -> pika.ConnectionParameters:
         return pika.ConnectionParameters(

@@ -138,6 +138,8 @@ class RabbitMQSystem(System):
             "queue_type": q.queue_type,
             "confirms": q.confirms,
             "ack": q.ack,
+            **({"message_ttl": q.message_ttl} if q.message_ttl else {}),
+            "span_s": self.ctx.span_s,
             **({"stream_dedupe": q.stream_dedupe} if q.queue_type == "stream" else {}),
             "partition_handling": found.get("partition_handling", self.db.opts.partition_handling),
             "net_ticktime": found.get("net_ticktime", self.db.opts.net_ticktime),

@@ -211,6 +211,7 @@ def test_an_existing_cluster_is_faulted_through_its_own_commands_and_left_as_it_
     # the claims rest on what the brokers apply, read back from them
     assert test["config"]["settings"] == "read from the brokers"
     assert test["config"]["min_insync_replicas"] == 2
+    assert test["config"]["retention_ms"] == 7 * 24 * 3600 * 1000  # the topic's, as reported
     assert test["config"]["replication_factor"] == 3
     assert test["config"]["unclean_leader_election"] is False
     assert test["claims"] == ["at-least-once", "per-partition-order"]  # admin views: not claimed

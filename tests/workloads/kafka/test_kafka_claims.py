@@ -48,6 +48,24 @@ def test_a_write_a_failover_can_drop_claims_no_at_least_once(weaker):
     assert any("no at-least-once claim" in n and "failover" in n for n in notes)
 
 
+def test_a_retention_shorter_than_the_run_claims_no_at_least_once():
+    """Kafka deletes by age whether or not a record was read: a topic kept
+    for less than the run can take (main phase to drain) promises nothing of
+    what the drain reads; as long as the run, or for ever (-1), it does."""
+    short = config(retention_ms=899_999, span_s=900.0)
+    claims, notes = KafkaSystem.claims_of(short)
+    assert "at-least-once" not in claims
+    assert any("retention.ms is shorter than the run" in n for n in notes)
+    share = KafkaSystem.claims_of({**short, "consumer_mode": "share"})[0]
+    assert "share-at-least-once" not in share
+    for kept in (900_000, -1, None):
+        claims, notes = KafkaSystem.claims_of(config(retention_ms=kept, span_s=900.0))
+        assert claims == ["at-least-once", "per-partition-order"], kept
+        assert not any("retention" in n for n in notes)
+    # a run recorded before the span was: judged as it was then
+    assert "at-least-once" in KafkaSystem.claims_of(config(retention_ms=1))[0]
+
+
 def test_acks_all_without_idempotence_is_durable_but_claims_no_order():
     claims, _ = KafkaSystem.claims_of(config(idempotence=False))
     assert claims == ["at-least-once"]

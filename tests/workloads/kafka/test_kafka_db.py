@@ -8,6 +8,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
+from harness.nodes.remote import NodeSpec, Remote
 from tests.clusters import db_on_own_cluster, wait_until
 from workloads.db import DBError
 from workloads.install import manifest, push_dir
@@ -195,3 +196,20 @@ def test_invalid_options_are_refused_by_name():
         KafkaOptions(heap="lots")
     with pytest.raises(ValueError, match=r"--flush-messages: 0 is out of range \(must be >= 1\)"):
         KafkaOptions(flush_messages=0)
+    with pytest.raises(ValueError, match=r"--retention-ms: 0 is out of range \(must be >= 1\)"):
+        KafkaOptions(retention_ms=0)
+
+
+def test_retention_is_the_brokers_and_checked_every_second():
+    """--retention-ms becomes log.retention.ms; the retention check runs every
+    second whatever it is, so what a clock fault makes due goes within a run."""
+    nodes = [Remote(NodeSpec(f"n{i}", f"192.0.2.{i}")) for i in (1, 2, 3)]
+
+    def props(**kw) -> dict[str, str]:
+        text = Kafka(nodes, KafkaOptions(base="/d", **kw)).server_properties(nodes[0])
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    assert props(retention_ms=3_600_000)["log.retention.ms"] == "3600000"
+    default = props()
+    assert "log.retention.ms" not in default  # Kafka's own: 7 days
+    assert default["log.retention.check.interval.ms"] == "1000"

@@ -92,6 +92,23 @@ def test_claims_follow_the_dedupe_window_and_quote_the_sync_interval():
     assert any("fsync after every message" in n for n in notes)
 
 
+def test_a_max_age_shorter_than_the_run_claims_no_at_least_once():
+    base = {"sync": "2m", "dedupe_window": "2m", "cross_check": "off", "span_s": 900.0}
+    claims, notes = NatsSystem.claims_of({**base, "max_age": "14m"})
+    assert claims == ["per-partition-order"]
+    assert any("MaxAge is shorter than the run" in n for n in notes)
+    for kept in ("15m", "1h", "off"):
+        claims, notes = NatsSystem.claims_of({**base, "max_age": kept})
+        assert claims == ["at-least-once", "per-partition-order"], kept
+        assert not any("MaxAge" in n for n in notes)
+    with pytest.raises(ValueError, match="--max-age: '2 hours' is not a duration"):
+        NatsQueueOptions(max_age="2 hours")
+    with pytest.raises(ValueError, match="--max-age: 1m is shorter than --dedupe-window 2m"):
+        NatsQueueOptions(max_age="1m")
+    NatsQueueOptions(max_age="1m", dedupe_window="1m")
+    NatsQueueOptions(max_age="1s", dedupe_window="off")
+
+
 def existing(**credentials) -> Existing:
     node = ExistingNode("n1", "10.0.0.1:4222", {}, [], None)
     return Existing("nats", "nats", {"n1": node}, credentials)

@@ -15,9 +15,11 @@ from harness.history import read_history
 from harness.nodes.remote import Remote
 from harness.run.options import RunOptions
 from harness.run.runner import Run
-from tests.clusters import own_cluster
+from tests.clusters import own_cluster, wait_until
 from workloads.nats.db import Nats, NatsOptions
 from workloads.nats.dist import DEFAULT_VERSION
+from workloads.nats.system import NatsSystem
+from workloads.system import RunContext
 
 pytestmark = [pytest.mark.integration, pytest.mark.light_integration]
 
@@ -122,6 +124,48 @@ def test_a_stream_under_leader_faults_and_consumer_crashes_keeps_every_acked_mes
     db = Nats(nodes, NatsOptions(base=str(tmp_path / "nats")))
     assert [db.pid(n) for n in nodes] == [None, None, None]
     print(f"\nnats: {counts}")
+
+
+def test_a_stream_its_max_age_emptied_is_read_to_its_end_and_claims_no_at_least_once(
+    cluster, tmp_path
+):
+    """`--max-age 1s`, shorter than any run: the stream removes every message
+    a second or so after its publish, and the final read, finding its first
+    sequence past its last, ends there (ok, nothing read) instead of waiting
+    for sequences that are gone; a MaxAge shorter than the run's span claims
+    no at-least-once."""
+    nodes = [Remote(s) for s in cluster.up()]
+    ctx = RunContext(
+        nodes=nodes, op_timeout=10.0, consumers=1, data_base=str(tmp_path / "nats"), span_s=60.0
+    )
+    system = NatsSystem(ctx, NatsSystem.settings({"max_age": "1s", "dedupe_window": "off"}))
+    claims, notes = system.claims()
+    assert "at-least-once" not in claims
+    assert any("MaxAge is shorter than the run" in n for n in notes)
+    try:
+        system.db.setup()
+        system.prepare()
+        client = system.new_client(nodes[0])
+        try:
+            msgs = [{"id": i} for i in range(50)]
+            sent = client.invoke(
+                {"process": 0, "type": "invoke", "f": "send", "value": {"msgs": msgs}}
+            )
+            assert sent["type"] == "ok", sent
+            assert sorted(m["offset"] for m in sent["value"]["msgs"]) == list(range(1, 51))
+
+            def state():
+                return client.admin(lambda js: js.stream_info("qc-jobs")).state
+
+            assert wait_until(lambda: state().messages == 0, timeout=30), state()
+            assert state().first_seq == 51 and state().last_seq == 50
+            drained = client.invoke({"process": 1, "type": "invoke", "f": "drain", "value": None})
+            assert drained["type"] == "ok" and drained["value"]["msgs"] == [], drained
+        finally:
+            client.close()
+    finally:
+        for node in nodes:
+            system.db.teardown(node)
 
 
 def test_a_stream_s_members_moved_one_at_a_time_keeps_every_acked_message(cluster, tmp_path):

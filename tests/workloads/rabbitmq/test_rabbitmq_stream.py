@@ -1,5 +1,6 @@
-"""RabbitMQ streams without a broker: what a stream claims, what the stream
-options refuse, the client's event loop, and a client that cannot connect.
+"""RabbitMQ streams and queue arguments without a broker: what a stream or
+a message TTL claims, what the stream options refuse, the client's event
+loop, and a client that cannot connect.
 The run on a real cluster, under faults, is in test_rabbitmq_run.py."""
 
 import asyncio
@@ -26,6 +27,20 @@ def test_a_stream_claims_no_loss_and_with_dedupe_its_order_but_never_at_most_onc
     # a queue keeps its rows
     queue = RabbitMQSystem.claims_of({"queue_type": "quorum", "confirms": True, "ack": "manual"})
     assert queue[0] == ["at-least-once"]
+
+
+def test_a_message_ttl_shorter_than_the_run_claims_no_at_least_once():
+    queue = {"queue_type": "quorum", "confirms": True, "ack": "manual", "span_s": 900.0}
+    claims, notes = RabbitMQSystem.claims_of({**queue, "message_ttl": 899_999})
+    assert "at-least-once" not in claims
+    assert any("message TTL is shorter than the run" in n for n in notes)
+    for kept in (900_000, None):
+        assert RabbitMQSystem.claims_of({**queue, "message_ttl": kept})[0] == ["at-least-once"]
+    opts = RabbitQueueOptions(message_ttl=3_600_000)
+    assert opts.arguments() == {"x-queue-type": "quorum", "x-message-ttl": 3_600_000}
+    assert RabbitQueueOptions().arguments() == {"x-queue-type": "quorum"}
+    with pytest.raises(ValueError, match="--message-ttl: a stream has no message TTL"):
+        RabbitQueueOptions(queue_type="stream", message_ttl=1000)
 
 
 def test_a_stream_takes_no_sink_and_no_existing_cluster():
