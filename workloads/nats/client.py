@@ -335,10 +335,7 @@ class NatsQueueClient:
         over; its end, the stream's last sequence, fixed by the first open.
         What lies below the stream's first sequence is skipped: a stream
         emptied by MaxAge would otherwise never be drained."""
-        if not self._drain_last:
-            info = await js.stream_info(self.opts.stream)
-            self._drain_last = info.state.last_seq
-        await self._past_removed(js)
+        await self._bounds(js)
         after = self._drain_at
         config = ConsumerConfig(
             ack_policy=AckPolicy.NONE,
@@ -351,10 +348,14 @@ class NatsQueueClient:
             self.opts.stream, stream=self.opts.stream, config=config
         )
 
-    async def _past_removed(self, js: Any) -> None:
-        """The drain's place moved past what lies below the stream's first
-        sequence, now: removed (MaxAge, a purge, a limit), it will never come."""
+    async def _bounds(self, js: Any) -> None:
+        """From one stream info: the drain's end (the stream's last sequence,
+        fixed by the first answer that has one), and its place moved past what
+        lies below the stream's first sequence now: removed (MaxAge, a purge,
+        a limit), it will never come."""
         info = await js.stream_info(self.opts.stream)
+        if not self._drain_last:
+            self._drain_last = info.state.last_seq
         self._drain_at = max(self._drain_at, min(info.state.first_seq - 1, self._drain_last))
 
     def _drain(self, op: Op) -> Op:
@@ -373,7 +374,7 @@ class NatsQueueClient:
                 want = min(DRAIN_CHUNK - len(msgs), self._drain_last - self._drain_at)
                 got = self._run(self._fetch(self._drain_sub, want, 1.0))
                 if not got:  # removed meanwhile, up to the end?
-                    self._run(self._past_removed(self._connected()))
+                    self._run(self._bounds(self._connected()))
             except Exception as e:  # noqa: BLE001 - not yet: again, until the deadline
                 self._drop()
                 got, why = None, f"the stream did not answer: {describe(e)}"
