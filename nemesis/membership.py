@@ -6,7 +6,8 @@ places the stream and its consumers on another server, which catches up
 from the others (so the stream needs fewer replicas than there are nodes).
 
 The target is a member, never a bystander: `--fault-targets primaries` takes
-out the group's leader, any other target a member at random (one at a time:
+out the group's leader (`controller`: Kafka's active controller, a voter of
+its dynamic quorum), any other target a member at random (one at a time:
 a group that lost two at once may have no majority to move with). The op
 names the member, the broker's answer and the members before and after;
 the stop asks the broker to make the groups whole if it does not by itself,
@@ -22,7 +23,7 @@ from harness.options import OptionError
 from workloads.capabilities import Membership
 
 from .base import FaultContext, Settings, require
-from .targets import TargetOptions, leaders, refuse_targets
+from .targets import AIMED, TargetOptions, leaders, refuse_targets
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,10 @@ class MembershipNemesis:
             return {"member": None, "why": "no broker named the groups' members"}
         target = rng.choice(self.allowed)
         note: dict[str, Any] = {"target": target}
-        named = (
-            [n for n in leaders(self.db, target) if n in before] if target == "primaries" else []
-        )
-        if target == "primaries" and not named:
-            note["fallback"] = "the broker named no leader among the members: one at random"
+        named = [n for n in leaders(self.db, target) if n in before] if target in AIMED else []
+        if target in AIMED and not named:
+            what = "leader" if target == "primaries" else target
+            note["fallback"] = f"the broker named no {what} among the members: one at random"
         member = named[0] if named else rng.choice(before)
         self.changed = True
         return {**note, "member": member, "before": before, **self.db.remove_member(member, before)}

@@ -13,7 +13,7 @@ import pytest
 from harness.options import OptionError
 from nemesis.base import Settings
 from nemesis.membership import MembershipNemesis
-from workloads.kafka.db import Kafka
+from workloads.kafka.existing import ExistingKafka
 from workloads.nats.client import NatsQueueOptions
 from workloads.nats.db import Nats, NatsOptions
 from workloads.rabbitmq.client import RabbitQueueOptions
@@ -94,7 +94,7 @@ def settings(queue, nodes: int = 3, db_options=None) -> Settings:
 
 
 def test_brokers_without_member_changes_and_groups_that_cannot_move_are_refused_by_name():
-    for db in (Kafka, ExistingRabbitMQ):
+    for db in (ExistingKafka, ExistingRabbitMQ):
         with pytest.raises(OptionError, match="--nemesis membership: .* have no member changes"):
             MembershipNemesis.refuse(db, settings(None))
     nats = NatsOptions()

@@ -232,6 +232,19 @@ def partition_leaders(bootstrap: str, topics: list[str], timeout: float = 5.0) -
     return named_brokers(led, hosts)
 
 
+def quorum_leader(bootstrap: str, timeout: float = 5.0) -> int:
+    """The KRaft quorum's leader (the active controller) as the brokers at
+    `bootstrap` describe the metadata quorum; raises when none answers."""
+    admin = quick_admin(bootstrap, timeout, "queuecheck-quorum")
+    try:
+        part = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
+    finally:
+        admin.close()
+    if part.get("error") or part.get("leader_id", -1) < 0:
+        raise RuntimeError(part.get("error") or "no leader")
+    return int(part["leader_id"])
+
+
 def broker_hosts(admin: Admin) -> dict[int, str]:
     """{broker id: "host:port"} as the cluster describes its brokers."""
     return {b["broker_id"]: f"{b['host']}:{b['port']}" for b in admin.describe_cluster()["brokers"]}

@@ -7,6 +7,9 @@ SFTP into a directory named by their checksums (skipped when the node has
 them already); a node without Java gets it from its package manager. The
 quorum is static (`controller.quorum.voters`), the storage is
 formatted once by Kafka's StorageTool, so a killed node restarts as itself.
+With `--kraft-quorum dynamic` the quorum is KIP-853's instead: the first
+three nodes are formatted as its voters (`--initial-controllers`), the others
+as observers a membership change can add (`add-controller`).
 
 Readiness is the broker logging "Kafka Server started" and every node's
 metadata listing all N brokers unfenced, never a sleep.
@@ -45,11 +48,12 @@ from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answer
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
-from .admin import Admin, partition_leaders, unfenced_brokers
+from .admin import Admin, partition_leaders, quorum_leader, unfenced_brokers
 from .cds import ensure_archive, sharing
 from .coordinators import KafkaCoordinators
 from .dist import DEFAULT_VERSION, ensure_kafka, version_key
 from .files import FILE_KINDS, file_kind
+from .members import KafkaMembers
 
 STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
 PORT, CONTROLLER_PORT = 9092, 9093
@@ -67,6 +71,7 @@ def tool_java(libs: str) -> str:
 
 
 ELR_LEVEL = {"on": 1, "off": 0}  # --elr as eligible.leader.replicas.version
+INITIAL_VOTERS = 3  # a dynamic quorum's voters at start: Kafka's advice for controllers
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
 
 
@@ -123,6 +128,14 @@ class KafkaOptions:
         "finalized when the cluster is formatted: on (1) or off (0)",
         shown_default="the release's: off on 4.0, on from 4.1",
         choices=("on", "off"),
+    )
+    kraft_quorum: str = option(
+        "static",
+        "the KRaft controller quorum: static (controller.quorum.voters, every node a voter) "
+        "or dynamic (KIP-853: the first three nodes voters, formatted with "
+        "--initial-controllers, the others observers; --nemesis membership then changes "
+        "the voters too)",
+        choices=("static", "dynamic"),
     )
     lazyfs: bool = option(
         False,
@@ -193,6 +206,7 @@ class Kafka(
     BrokerState,
     DataFiles,
     LazyData,
+    KafkaMembers,
 ):
     name = "kafka"
     FILE_KINDS = FILE_KINDS
@@ -208,6 +222,11 @@ class Kafka(
                 f"{len(nodes)} nodes"
             )
         self.cluster_id = new_cluster_id()
+        # each node's metadata log directory id, named in --initial-controllers
+        # and in add-controller/remove-controller (a dynamic quorum's voter is
+        # an id and a directory)
+        self.directory_ids = {n.name: new_cluster_id() for n in nodes}
+        self.taken_out: set[str] = set()  # voters a membership change removed (KafkaMembers)
         self.lazy = LazyMount(self.opts.state, DIST_ROOT) if self.opts.lazyfs else None
         self._dists: dict[str, Dist] = {}
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
@@ -290,12 +309,11 @@ class Kafka(
     # -- configuration ----------------------------------------------------
     def server_properties(self, node: Remote) -> str:
         o, host = self.opts, node.spec.host
-        voters = ",".join(f"{self.node_id(n)}@{n.spec.host}:{CONTROLLER_PORT}" for n in self.nodes)
         internal_rf = min(3, len(self.nodes))
         props = {
             "process.roles": "broker,controller",
             "node.id": self.node_id(node),
-            "controller.quorum.voters": voters,  # static quorum: formatted without a bootstrap
+            **self.quorum_properties(),
             "listeners": f"PLAINTEXT://{host}:{PORT},CONTROLLER://{host}:{CONTROLLER_PORT}",
             "advertised.listeners": f"PLAINTEXT://{host}:{PORT}",
             "controller.listener.names": "CONTROLLER",
@@ -352,6 +370,39 @@ class Kafka(
         if o.retention_ms:
             props["log.retention.ms"] = o.retention_ms
         return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def controller_endpoints(self) -> str:
+        """host:port of every node's controller listener."""
+        return ",".join(f"{n.spec.host}:{CONTROLLER_PORT}" for n in self.nodes)
+
+    def quorum_properties(self) -> dict[str, str]:
+        """How a node finds the controllers: the static voters, or (dynamic)
+        every node's controller port to ask the quorum of."""
+        if self.opts.kraft_quorum == "dynamic":
+            return {"controller.quorum.bootstrap.servers": self.controller_endpoints()}
+        voters = (f"{self.node_id(n)}@{n.spec.host}:{CONTROLLER_PORT}" for n in self.nodes)
+        return {"controller.quorum.voters": ",".join(voters)}
+
+    def initial_voters(self) -> list[Remote]:
+        """The nodes formatted as the quorum's voters."""
+        if self.opts.kraft_quorum == "dynamic":
+            return self.nodes[:INITIAL_VOTERS]
+        return list(self.nodes)
+
+    def quorum_flags(self, node: Remote) -> str:
+        """StorageTool's quorum flags for `node`: none for a static quorum;
+        the initial voters (id@host:port:directory) on those, or
+        --no-initial-controllers on an observer, for a dynamic one."""
+        if self.opts.kraft_quorum != "dynamic":
+            return ""
+        voters = self.initial_voters()
+        if node not in voters:
+            return "--no-initial-controllers "
+        named = ",".join(
+            f"{self.node_id(n)}@{n.spec.host}:{CONTROLLER_PORT}:{self.directory_ids[n.name]}"
+            for n in voters
+        )
+        return f"--initial-controllers {named} "
 
     def log4j2(self, node: Remote) -> str:
         log = f"{self.dir(node)}/log"
@@ -414,7 +465,7 @@ class Kafka(
             f"{tool_java(self.dist(self.running[node.name]).node_libs)} "
             f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties kafka.tools.StorageTool format "
             f"--config {d}/etc/server.properties --cluster-id {self.cluster_id} "
-            f"{self.feature_flags()}>> {d}/log/format.out 2>&1",
+            f"{self.quorum_flags(node)}{self.feature_flags()}>> {d}/log/format.out 2>&1",
             timeout=120,
         )
 
@@ -564,13 +615,27 @@ class Kafka(
         finally:
             admin.close()
 
-    def tool(self, main: str, args: str, timeout: float = 120, node: Remote | None = None):
+    def tool(
+        self,
+        main: str,
+        args: str,
+        timeout: float = 120,
+        node: Remote | None = None,
+        controllers: bool = False,
+    ):
         """One of Kafka's command-line tools (org.apache.kafka.tools.<main>) of
-        the newest version here, run on `node` (the first by default)."""
+        the newest version here, run on `node` (the first by default), asking
+        the brokers, or with `controllers` the controllers themselves
+        (--bootstrap-controller: no broker forwards it to a controller it
+        thinks active)."""
         libs = self.dist(self.opts.upgrade_to or self.opts.version).node_libs
+        ask = (
+            f"--bootstrap-controller {self.controller_endpoints()}"
+            if controllers
+            else f"--bootstrap-server {self.bootstrap()}"
+        )
         return (node or self.nodes[0]).run(
-            f"{tool_java(libs)} org.apache.kafka.tools.{main} "
-            f"--bootstrap-server {self.bootstrap()} {args}",
+            f"{tool_java(libs)} org.apache.kafka.tools.{main} {ask} {args}",
             check=False,
             timeout=timeout,
         )
@@ -594,14 +659,14 @@ class Kafka(
         return [n.name for n in self.nodes if self.node_id(n) in led]
 
     def controller(self) -> str | None:
-        """The active KRaft controller, as kafka-metadata-quorum.sh describes it,
-        asked on a node that runs (a killed node's JVM would wait for nothing)."""
+        """The active KRaft controller, as DescribeQuorum (what
+        kafka-metadata-quorum.sh describe asks) names it, asked of the running
+        nodes until one answers: a JVM of the tool took 5-10 s under load."""
         running = [n for n in self.nodes if self.pid(n) is not None] or self.nodes
-        r = self.tool("MetadataQuorumCommand", "describe --status", timeout=30, node=running[0])
-        m = re.search(r"LeaderId:\s*(\d+)", r.out)
-        if r.exit != 0 or not m:
-            raise DBError(f"kafka-metadata-quorum: {(r.err or r.out).strip()[-300:]}")
-        leader = int(m.group(1))
+        try:
+            leader = first_answer(running, lambda n: quorum_leader(self.bootstrap(n)))
+        except Exception as e:  # noqa: BLE001 - said once, with what the last node answered
+            raise DBError(f"describing the KRaft quorum: {type(e).__name__}: {e}") from None
         return next((n.name for n in self.nodes if self.node_id(n) == leader), None)
 
     def finalize_upgrade(self, timeout: float) -> dict[str, Any]:

@@ -34,6 +34,7 @@ BROKER_OPTIONS = (
     "retention_ms",
     "transaction_version",
     "elr",
+    "kraft_quorum",
     "lazyfs",
     "faketime",
 )

@@ -230,6 +230,7 @@ class KafkaSystem(System):
             "txn": q.txn,
             **({"transaction_version": self.transaction_version()} if self.transacts() else {}),
             **({"elr": self.elr()} if d.elr else {}),
+            **({} if self.ctx.existing else {"kraft_quorum": d.kraft_quorum}),
             "read_committed": q.read_committed,
             "send_batch": q.send_batch,
             "replication_factor": found.get("replication_factor", d.replication_factor),

@@ -45,7 +45,7 @@ from harness.run.options import RunError, RunOptions
         (["test", "--sink", "kafka-txn"], "--sink kafka-txn: an output record committed"),
         (
             ["test", "--system", "kafka", "--nemesis", "membership"],
-            "--nemesis membership: kafka's brokers have no member changes here",
+            "--nemesis membership: the topic's 3 replicas span all 3 nodes",
         ),
         (
             ["test", "--queue-type", "stream", "--nemesis", "membership"],

@@ -267,6 +267,50 @@ def test_one_replica_s_segments_corrupted_lose_nothing_and_the_broker_repairs_th
     assert doc["counts"]["replica-divergence"] == 0  # the damaged replica caught up again
 
 
+def test_the_active_controller_decommissioned_and_put_back_loses_nothing(state, tmp_path):
+    """`--nemesis membership` on a KIP-853 dynamic quorum (`--kraft-quorum
+    dynamic`), replication factor 2 on three brokers, aimed at the active
+    controller while clients run: every test partition it replicates is
+    reassigned to the broker outside its replicas, and it is removed from
+    the quorum (remove-controller); three nodes leave no observer to add, so
+    the stop adds it back (add-controller) once the reassignments ended.
+    Nothing acknowledged is lost and the replicas agree."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "idempotence": True, "kraft_quorum": "dynamic", "replication_factor": 2},
+        time_limit=30,  # a change takes 10-30 s here: two JVMs of kafka-metadata-quorum
+        nemesis=["membership"],
+        nemesis_interval=3,
+        fault_targets=["controller"],
+        seed=4,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    starts = [op["value"] for op in ops if op["f"] == "start-membership" and op["value"]]
+    stops = [op["value"] for op in ops if op["f"] == "stop-membership" and op["value"]]
+    assert starts and len(stops) == len(starts), (starts, stops)
+    ids = {"n1": 1, "n2": 2, "n3": 3}
+    for start, stop in zip(starts, stops, strict=True):
+        member = start["member"]
+        assert start["target"] == "controller" and "fallback" not in start, start
+        assert start["removed"] is True and start["before"] == ["n1", "n2", "n3"], start
+        moved = start["partitions"]["moved"]
+        assert moved and "error" not in start["partitions"], start
+        for old, new in moved.values():  # off the member, onto the one broker outside
+            assert ids[member] in old and ids[member] not in new and len(new) == len(old) == 2
+        said = start["controllers"]
+        assert said["removed"] == member and said["added"] is None, said
+        assert said["said"].startswith(f"Removed  KRaft controller {ids[member]} "), said
+        assert stop["reassigning"] == [] and stop["voters"] == ["n1", "n2", "n3"], stop
+        assert list(stop["controllers-added"]) == [member], stop
+        assert stop["controllers-added"][member].startswith(f"Added controller {ids[member]} ")
+    counts = doc["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 1000
+    for p in ("at-least-once", "broker-agrees"):
+        assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    print(f"\nkafka membership: {[(v['member'], v['partitions']['moved']) for v in starts]}")
+
+
 def test_a_full_disk_and_stalled_fsyncs_on_one_broker_lose_nothing(state, tmp_path):
     """`--lazyfs --nemesis disk-full,fsync-stall` on acks=all: one broker's
     data disk at a time full (writes fail with ENOSPC at once) or its fsyncs
