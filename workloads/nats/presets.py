@@ -121,8 +121,16 @@ FINDINGS = [
         Preset(
             "nats-file-corruption-majority",
             "NATS JetStream R3 stream, sync_interval always, two of three servers killed at "
-            "once and a message or Raft log block of each bit-flipped or cut short",
-            {**FILE_CHANGES, "fault_targets": ["majority"], "nemesis_interval": 20.0},
+            "once and a message block of each bit-flipped or cut short",
+            # Message blocks only: drawn with Raft log blocks, most changes
+            # landed in those, which the servers survive. Aimed here it still
+            # caught 1 of 10 (the third copy repairs the majority): README.
+            {
+                **FILE_CHANGES,
+                "file_kinds": ["stream-block"],
+                "fault_targets": ["majority"],
+                "nemesis_interval": 20.0,
+            },
         ),
         {"at-least-once": False},
         "an acknowledged publish is on a majority of the replicas; damage that majority's "
