@@ -232,16 +232,25 @@ def partition_leaders(bootstrap: str, topics: list[str], timeout: float = 5.0) -
     return named_brokers(led, hosts)
 
 
+def quorum_state(described: dict[str, Any]) -> dict[str, Any]:
+    """The metadata partition's state in a DescribeQuorum answer (its leader,
+    voters, observers); raises the error it carries."""
+    part = described["topics"][0]["partitions"][0]
+    if part.get("error"):
+        raise RuntimeError(part["error"])
+    return part
+
+
 def quorum_leader(bootstrap: str, timeout: float = 5.0) -> int:
     """The KRaft quorum's leader (the active controller) as the brokers at
     `bootstrap` describe the metadata quorum; raises when none answers."""
     admin = quick_admin(bootstrap, timeout, "queuecheck-quorum")
     try:
-        part = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
+        part = quorum_state(admin.describe_metadata_quorum())
     finally:
         admin.close()
-    if part.get("error") or part.get("leader_id", -1) < 0:
-        raise RuntimeError(part.get("error") or "no leader")
+    if part.get("leader_id", -1) < 0:
+        raise RuntimeError("no leader")
     return int(part["leader_id"])
 
 

@@ -658,13 +658,17 @@ class Kafka(
         """The nodes among {broker id: address} the brokers named."""
         return [n.name for n in self.nodes if self.node_id(n) in led]
 
+    def running_nodes(self) -> list[Remote]:
+        """The nodes whose broker runs (all, when none does): whom to ask, as a
+        killed node's tool or client would wait for nothing."""
+        return [n for n in self.nodes if self.pid(n) is not None] or list(self.nodes)
+
     def controller(self) -> str | None:
         """The active KRaft controller, as DescribeQuorum (what
         kafka-metadata-quorum.sh describe asks) names it, asked of the running
         nodes until one answers: a JVM of the tool took 5-10 s under load."""
-        running = [n for n in self.nodes if self.pid(n) is not None] or self.nodes
         try:
-            leader = first_answer(running, lambda n: quorum_leader(self.bootstrap(n)))
+            leader = first_answer(self.running_nodes(), lambda n: quorum_leader(self.bootstrap(n)))
         except Exception as e:  # noqa: BLE001 - said once, with what the last node answered
             raise DBError(f"describing the KRaft quorum: {type(e).__name__}: {e}") from None
         return next((n.name for n in self.nodes if self.node_id(n) == leader), None)

@@ -31,7 +31,7 @@ from harness.nodes.remote import Remote
 
 from ..capabilities import Membership
 from ..db import first_answer
-from .admin import Admin, quick_admin
+from .admin import Admin, quick_admin, quorum_state
 
 T = TypeVar("T")
 REASSIGN_WAIT_S = 60.0  # a stop waits this long for the replicas it moved
@@ -52,9 +52,7 @@ def kafka_uuid(value: Any) -> str:
 def voters_and_observers(described: dict[str, Any]) -> Quorum:
     """({voter id: directory id}, [observer ids]) from a DescribeQuorum answer
     (the Admin API's, what `kafka-metadata-quorum describe --status` asks)."""
-    part = described["topics"][0]["partitions"][0]
-    if part.get("error"):
-        raise RuntimeError(part["error"])
+    part = quorum_state(described)
     voters = {
         int(v["replica_id"]): kafka_uuid(v.get("replica_directory_id"))
         for v in part.get("current_voters") or []
@@ -86,7 +84,7 @@ def reassigned(
 class KafkaMembers(Membership):
     """members/remove_member/restore_members for the Kafka DB (db.py): it has
     `nodes`, `opts`, `test_topics`, `directory_ids`, `taken_out`, node_id,
-    bootstrap, tool, pid, dir."""
+    bootstrap, tool, pid, dir, running_nodes, initial_voters."""
 
     nodes: list[Remote]
     test_topics: list[str]
@@ -108,9 +106,6 @@ class KafkaMembers(Membership):
     def _by_id(self, broker: int) -> str:
         return next((n.name for n in self.nodes if self.node_id(n) == broker), f"broker {broker}")
 
-    def _running(self) -> list[Remote]:
-        return [n for n in self.nodes if self.pid(n) is not None] or list(self.nodes)
-
     def _ask(self, what: Callable[[Admin], T]) -> T | None:
         """`what(admin)` of the first running node that answers; None when none does."""
 
@@ -122,7 +117,7 @@ class KafkaMembers(Membership):
                 admin.close()
 
         try:
-            return first_answer(self._running(), ask)
+            return first_answer(self.running_nodes(), ask)
         except Exception:  # noqa: BLE001 - nobody answers under this fault
             return None
 
@@ -147,8 +142,10 @@ class KafkaMembers(Membership):
 
     def members(self) -> list[str]:
         """Every node replicating a test partition, and the quorum's voters."""
+        return self._members(self._quorum())
+
+    def _members(self, quorum: Quorum | None) -> list[str]:
         ids = {b for rs in self._replicas().values() for b in rs}
-        quorum = self._quorum()
         ids |= set(quorum[0]) if quorum else set()
         return sorted(self._by_id(b) for b in ids)
 
@@ -195,14 +192,14 @@ class KafkaMembers(Membership):
             f"remove-controller --controller-id {broker} "
             f"--controller-directory-id {voters[broker]}",
             timeout=60,
-            node=self._running()[0],
+            node=self.running_nodes()[0],
             controllers=True,
         )
         out: dict[str, Any] = {"removed": self._by_id(broker), "said": _said(r)}
         if r.exit != 0:
             return {**out, "error": "remove-controller failed"}
         self.taken_out.add(self._by_id(broker))
-        spare = next((n for n in self._running() if self.node_id(n) in observers), None)
+        spare = next((n for n in self.running_nodes() if self.node_id(n) in observers), None)
         if spare is None:
             return {**out, "added": None}
         added = self._add_voter(spare)
@@ -211,7 +208,7 @@ class KafkaMembers(Membership):
             "added": spare.name,
             "add-said": added["said"],
             "add-tries": added["tries"],
-            **added.get("error", {}),
+            **({} if added["done"] else {"error": "add-controller failed"}),
         }
 
     def _add_voter(self, node: Remote) -> dict[str, Any]:
@@ -236,8 +233,7 @@ class KafkaMembers(Membership):
             time.sleep(1.0)
         if done:
             self.taken_out.discard(node.name)
-        failed = {} if done else {"error": {"error": "add-controller failed"}}
-        return {"said": _said(r), "tries": tries, **failed}
+        return {"said": _said(r), "tries": tries, "done": done}
 
     def restore_members(self) -> dict[str, Any]:
         """Waits up to REASSIGN_WAIT_S for the moved replicas to catch up and
@@ -256,26 +252,21 @@ class KafkaMembers(Membership):
                     continue  # down: the next stop or the teardown tries again
                 added[name] = self._add_voter(node)["said"]
             out["controllers-added"] = added
-            after = self._quorum()
-            out["voters"] = sorted(self._by_id(b) for b in after[0]) if after else None
-        return {**out, "members": self.members()}
+            quorum = self._quorum()
+            out["voters"] = sorted(self._by_id(b) for b in quorum[0]) if quorum else None
+        return {**out, "members": self._members(quorum)}
 
     def _await_reassignments(self) -> list[str]:
         """The test partitions still being reassigned when the wait ended
         ([]: none), or why nobody said."""
         deadline = time.monotonic() + REASSIGN_WAIT_S
-        pending = ["(no answer)"]
         while True:
-            try:
-                admin = quick_admin(self.bootstrap(), 5.0, "queuecheck-reassign")
-                try:
-                    listed = admin.list_partition_reassignments(timeout_ms=5000)
-                finally:
-                    admin.close()
+            listed = self._ask(lambda admin: admin.list_partition_reassignments(timeout_ms=5000))
+            if listed is None:  # no answer under a fault: asked again
+                pending = ["(no answer)"]
+            else:
                 mine = [tp for tp in listed if tp.topic in self.test_topics]
                 pending = sorted(f"{tp.topic}/{tp.partition}" for tp in mine)
-            except Exception:  # noqa: BLE001 - no answer under a fault: asked again
-                pending = ["(no answer)"]
             if not pending or time.monotonic() > deadline:
                 return pending
             time.sleep(1.0)
