@@ -1,10 +1,14 @@
 """The RabbitMQ queue workload: pika clients, one queue, many processes.
 
 - `send`: one persistent message per op. With publisher confirms: ack → ok,
-  nack or unroutable → fail, anything after the publish left us (connection
-  lost, no confirm in time) → info. Without confirms every publish is info:
-  nobody ever told us it arrived. A connection that cannot even be opened
-  is a fail: nothing was published.
+  unroutable (returned: no queue took it) → fail; a nack, or anything after
+  the publish left us (connection lost, no confirm in time) → info. A nack
+  is not a refusal: RabbitMQ sends one when the queue's process fails with
+  the message unconfirmed, and it may have been enqueued and even delivered
+  first (seen: a classic queue's node leaving the cluster delivered a
+  message 7 ms before its publisher got the nack). Without confirms every
+  publish is info: nobody ever told us it arrived. A connection that cannot
+  even be opened is a fail: nothing was published.
 - `receive`: a consumer (basic.consume, prefetch) hands up to `batch`
   buffered messages to the application; with manual acks they are acked
   only once the completion is on disk (`after_recorded`), so a consumer
@@ -99,6 +103,12 @@ class RabbitQueueOptions:
         )
 
 
+def queue_gone(e: pe.ChannelClosedByBroker) -> bool:
+    """The broker says it has no such queue (a classic queue's node left the
+    cluster): not the 404 for a durable queue whose node is down."""
+    return e.reply_code == 404 and "NOT_FOUND - no queue" in str(e.reply_text)
+
+
 class ConnectFailed(RuntimeError):
     """The connection could not be opened: nothing reached the broker."""
 
@@ -169,7 +179,9 @@ class RabbitQueueClient:
                 "", self.opts.queue, str(msg["id"]).encode(), props, mandatory=True
             )
         except pe.NackError:
-            return complete(op, "fail", value, "nack: the broker refused the message")
+            return complete(
+                op, "info", value, "nack: the broker did not take responsibility (may be enqueued)"
+            )
         except pe.UnroutableError:
             return complete(op, "fail", value, "unroutable: returned by the broker, no queue")
         if not self.opts.confirms:
@@ -198,7 +210,19 @@ class RabbitQueueClient:
         (a basic.get per message is a round trip each: about 240 msgs/s on a
         quorum queue). Only basic.get says the queue is empty: once a poll
         brings nothing, the consumer is cancelled (pika nacks what it had not
-        yet handed over, back to the queue) and basic.get has the last word."""
+        yet handed over, back to the queue) and basic.get has the last word.
+        A queue the broker says it does not have holds nothing: read to the end
+        (`queue_gone`: what it said). Not a queue whose node is down: RabbitMQ
+        answers that one with another 404, which stays an unknown read."""
+        try:
+            return self._drain_batch(op)
+        except pe.ChannelClosedByBroker as e:
+            if not queue_gone(e):
+                raise
+            self.abort()  # the broker closed the channel
+            return complete(op, "ok", {"msgs": [], "queue_gone": str(e.reply_text)})
+
+    def _drain_batch(self, op: Op) -> Op:
         if not self.consuming:
             self.ch.basic_qos(prefetch_count=DRAIN_BATCH)
             self.drain_tag = self.ch.basic_consume(self.opts.queue, self._on_message)

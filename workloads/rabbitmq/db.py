@@ -31,7 +31,7 @@ from ..install import DIST_ROOT, ensure_package
 from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from .leaders import QueueLeaders
-from .members import QuorumMembers
+from .members import MEMBER_CHANGES, QuorumMembers
 
 SBIN = "/usr/lib/rabbitmq/bin"  # Debian's package
 SERVER = f"{SBIN}/rabbitmq-server"
@@ -60,6 +60,15 @@ class RabbitMQOptions:
         "which loses every write not fsynced at a power-loss fault",
     )
 
+    membership: str = option(
+        "queue",
+        "what --nemesis membership changes: `queue` (a quorum queue member removed with "
+        "rabbitmq-queues delete_member, added back at the stop) or `cluster` (the node leaves "
+        "the cluster: stop_app, forget_cluster_node; at the stop reset, join_cluster, "
+        "start_app and its quorum queue members added back)",
+        choices=MEMBER_CHANGES,
+        flag="--rabbitmq-membership",
+    )
     rabbitmq_home: str | None = option(
         None,
         "a RabbitMQ install (a generic-unix unpack: sbin/rabbitmq-server) at this path on "
@@ -99,6 +108,7 @@ class RabbitMQ(
         # node -> the length of its log when `start` began a boot
         self.boot_offsets: dict[str, int] = {}
         self.taken_out: set[str] = set()  # nodes a membership fault took out of the queues
+        self.forgotten: set[str] = set()  # of those, nodes the cluster forgot (members.py)
         self.lazy = LazyMount(DEFAULT_STATE, DIST_ROOT) if self.opts.lazyfs else None
 
     # -- per-node facts ---------------------------------------------------

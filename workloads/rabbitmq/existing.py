@@ -34,6 +34,7 @@ BROKER_OPTIONS = (
     "upgrade_home",
     "faketime",
     "lazyfs",
+    "membership",
 )
 
 

@@ -66,6 +66,32 @@ WAL_CUTS = {
     "system_options": {"queue_type": "quorum"},
 }
 
+# The queue's node leaves the cluster the operator's way (stop_app, then
+# forget_cluster_node asked of another node) and comes back as a new node of
+# the same name at the stop (reset, join_cluster, start_app): a node
+# replaced. Every 5 s: one change a run, 5 to 15 s in, then 10 to 15 s out.
+NODE_REPLACED = {
+    "nemesis": ["membership"],
+    "fault_targets": ["primaries"],
+    "nemesis_interval": 5.0,
+    **ENQUEUE_THEN_DRAIN,
+    "system": "rabbitmq",
+}
+
+# The quorum queue leader's wall clock set two hours ahead (libfaketime),
+# held a minute: the Erlang VM takes its system time from the OS's clock only
+# when it next compares the two (35 to 60 s after a jump, measured here).
+LEADER_CLOCK_AHEAD = {
+    "nemesis": ["clock"],
+    "clock_faults": ["ahead"],
+    "clock_max": 7200.0,
+    "fault_targets": ["primaries"],
+    "nemesis_interval": 60.0,
+    "time_limit": 130.0,
+    **ENQUEUE_THEN_DRAIN,
+    "system": "rabbitmq",
+}
+
 FINDINGS = [
     Finding(
         Preset(
@@ -200,6 +226,68 @@ FINDINGS = [
         {"at-least-once": True},
         "the control: Ra drops the torn tail of the cut log and the member catches up "
         "from the leader, which holds every confirmed message",
+    ),
+    *(
+        Finding(
+            Preset(
+                name,
+                f"RabbitMQ quorum queue, confirms, {kept}, the queue leader's wall clock "
+                "set two hours ahead for a minute",
+                {
+                    **LEADER_CLOCK_AHEAD,
+                    "system_options": {"queue_type": "quorum", "faketime": True, **ttl},
+                },
+            ),
+            expect,
+            teaches,
+        )
+        for name, kept, ttl, expect, teaches in (
+            (
+                "rabbitmq-ttl-clock-ahead",
+                "x-message-ttl one hour (longer than the run)",
+                {"message_ttl": 3_600_000},
+                {"at-least-once": False},
+                "a quorum queue stamps each message with its leader's time and expires it "
+                "once a later command's time passes the TTL: a leader whose clock jumps past "
+                "it drops messages nobody has read",
+            ),
+            (
+                "rabbitmq-clock-ahead-no-ttl",
+                "no TTL",
+                {},
+                {"at-least-once": True},
+                "the control: without a TTL nothing a quorum queue does on the wall clock "
+                "drops a confirmed message",
+            ),
+        )
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-classic-node-replaced",
+            "RabbitMQ classic queue, confirms, its node taken out of the cluster "
+            "(forget_cluster_node) and joined again as a new node",
+            {
+                **NODE_REPLACED,
+                "system_options": {"queue_type": "classic", "membership": "cluster"},
+            },
+        ),
+        {"at-least-once": False},
+        "a classic queue lives on one node: forgetting that node deletes the queue with "
+        "every message it held, confirmed or not",
+    ),
+    Finding(
+        Preset(
+            "rabbitmq-quorum-node-replaced",
+            "RabbitMQ quorum queue, confirms, its leader's node taken out of the cluster "
+            "(forget_cluster_node) and joined again as a new node",
+            {
+                **NODE_REPLACED,
+                "system_options": {"queue_type": "quorum", "membership": "cluster"},
+            },
+        ),
+        {"at-least-once": True},
+        "the control: forgetting the node takes its member out of the queue, whose other "
+        "two hold every confirmed message; the new node gets a new member that catches up",
     ),
 ]
 

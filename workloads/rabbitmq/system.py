@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
+import pika.exceptions as pe
+
 from harness.nodes.remote import Remote
 from harness.options import OptionError
 
@@ -15,7 +17,7 @@ from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
-from .client import PORT, RabbitQueueClient, RabbitQueueOptions
+from .client import PORT, RabbitQueueClient, RabbitQueueOptions, queue_gone
 from .db import RabbitMQ, RabbitMQOptions, rabbitmq_class
 from .existing import BROKER_OPTIONS, ExistingRabbitMQ
 from .presets import PRESETS
@@ -178,12 +180,17 @@ class RabbitMQSystem(System):
         )
 
     def queue_answers(self, node: Remote) -> str | None:
-        """A passive declare on `node`: the queue's process must answer."""
+        """A passive declare on `node`: the queue's process must answer, or
+        the broker say the queue is gone (the drain then reads it as empty)."""
         client = self._amqp_client(node)
 
         def probe() -> None:
             client.open()
-            client.ch.queue_declare(self.queue, passive=True)
+            try:
+                client.ch.queue_declare(self.queue, passive=True)
+            except pe.ChannelClosedByBroker as e:
+                if not queue_gone(e):
+                    raise
 
         try:
             return answer_within(probe, self.ctx.op_timeout)
@@ -205,6 +212,7 @@ class RabbitMQSystem(System):
 
     def prepare(self) -> None:
         self.db.test_queues = [self.queue]  # whose leaders are the faults' primaries
+        self.db.test_queue_type = self.options.queue_type
         if self.options.queue_type == "mirrored":
             self.db.mirror_queues(f"^{self.queue}$")
         client = self._amqp_client(self.ctx.nodes[0])

@@ -52,6 +52,16 @@ from harness.run.options import RunError, RunOptions
             "--nemesis membership: a stream queue has no members to change (--queue-type quorum)",
         ),
         (
+            ["test", "--queue-type", "classic", "--nemesis", "membership"],
+            "a classic queue has no members to change (--queue-type quorum, or "
+            "--rabbitmq-membership cluster)",
+        ),
+        (
+            ["test", "--queue-type", "stream", "--nemesis", "membership"]
+            + ["--rabbitmq-membership", "cluster"],
+            "--rabbitmq-membership cluster: a stream's replicas are not put back",
+        ),
+        (
             ["test", "--system", "nats", "--nemesis", "membership"],
             "--nemesis membership: the stream's 3 replicas span all 3 nodes",
         ),

@@ -273,12 +273,16 @@ def test_a_quorum_queue_on_lazyfs_keeps_what_it_confirmed_through_power_loss_and
     warnings.warn(f"RabbitMQ's meta.dets finding struck this run: {len(dead)} nodes", stacklevel=1)
 
 
-def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp_path):
-    """`--nemesis membership` on a quorum queue: its leader taken out with
-    `rabbitmq-queues delete_member` (another member elected) while clients
-    run, put back at the stop with `add_member` (a new replica that catches
-    up from the leader). Each change is seen in quorum_status; nothing
-    acknowledged is lost and the members agree at the end."""
+@pytest.mark.parametrize("membership", ["queue", "cluster"])
+def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp_path, membership):
+    """`--nemesis membership` on a quorum queue: its leader taken out while
+    clients run (another member elected), either from the queue alone
+    (`rabbitmq-queues delete_member`, put back at the stop with `add_member`:
+    a new replica that catches up from the leader) or from the cluster
+    (`stop_app`, `forget_cluster_node`; at the stop `reset`, `join_cluster`,
+    `start_app`, `add_member`: the node replaced by a new one). Each change
+    is seen in quorum_status or cluster_status; nothing acknowledged is lost
+    and the members agree at the end."""
     run_dir, doc = run(
         state,
         tmp_path,
@@ -287,14 +291,20 @@ def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp
         nemesis_interval=2,
         fault_targets=["primaries"],
         seed=4,
-        system_options={"queue_type": "quorum", "confirms": True, "ack": "manual"},
+        system_options={
+            "queue_type": "quorum",
+            "confirms": True,
+            "ack": "manual",
+            "membership": membership,
+        },
     )
     ops = list(read_history(run_dir / "history.jsonl"))
     starts = [op["value"] for op in ops if op["f"] == "start-membership" and op["value"]]
     stops = [op["value"] for op in ops if op["f"] == "stop-membership" and op["value"]]
     assert starts and len(stops) == len(starts), (starts, stops)
-    for v in starts:  # out of the queue, as quorum_status says
+    for v in starts:  # out of the queue or the cluster, as the broker says
         assert v["removed"] is True and v["before"] == ["n1", "n2", "n3"], v
+        assert (v.get("how") == "stop_app, forget_cluster_node") == (membership == "cluster"), v
         assert v["member"] not in v["after"] and len(v["after"]) == 2, v
     assert all(v["target"] == "primaries" and "fallback" not in v for v in starts)
     for start, stop in zip(starts, stops, strict=True):  # and back in
@@ -303,7 +313,7 @@ def test_a_quorum_queue_s_members_taken_out_and_put_back_lose_nothing(state, tmp
     assert counts["lost"] == 0 and counts["acknowledged"] > 500
     for p in ("at-least-once", "broker-agrees"):
         assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
-    print(f"\nrabbitmq membership: {[(v['member'], v['target']) for v in starts]}; {counts}")
+    print(f"\nrabbitmq {membership} membership: {[v['member'] for v in starts]}; {counts}")
 
 
 def test_the_report_renders_in_a_real_browser_with_verdict_and_plots(quorum_run, tmp_path):
