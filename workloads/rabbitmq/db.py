@@ -31,7 +31,7 @@ from ..install import DIST_ROOT, ensure_package
 from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
 from .leaders import QueueLeaders
-from .members import MEMBER_CHANGES, QuorumMembers
+from .members import MEMBER_CHANGES, MemberChanges
 
 SBIN = "/usr/lib/rabbitmq/bin"  # Debian's package
 SERVER = f"{SBIN}/rabbitmq-server"
@@ -92,7 +92,7 @@ def install_name(home: str | None) -> str:
 
 
 class RabbitMQ(
-    PidfileProcess, QueueLeaders, QuorumMembers, RollingUpgrade, BrokerState, DataFiles, LazyData
+    PidfileProcess, QueueLeaders, MemberChanges, RollingUpgrade, BrokerState, DataFiles, LazyData
 ):
     name = "rabbitmq"
     FILE_KINDS = FILE_KINDS

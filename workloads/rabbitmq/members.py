@@ -30,7 +30,7 @@ from .state import member_tool, members
 MEMBER_CHANGES = ("queue", "cluster")
 
 
-class QuorumMembers(Membership):
+class MemberChanges(Membership):
     """members/remove_member/restore_members for a RabbitMQ DB that has
     `nodes`, `opts.membership`, `sbin`, `node_name`, `env`, `ctl`,
     `running_nodes`, `await_node` and `test_queues` (`test_queue_type`

@@ -80,7 +80,7 @@ NODE_REPLACED = {
 
 # The quorum queue leader's wall clock set two hours ahead (libfaketime),
 # held a minute: the Erlang VM takes its system time from the OS's clock only
-# when it next compares the two (35 to 60 s after a jump, measured here).
+# when it next compares the two (17 to 60 s after a jump, measured here).
 LEADER_CLOCK_AHEAD = {
     "nemesis": ["clock"],
     "clock_faults": ["ahead"],
