@@ -89,7 +89,9 @@ class MemberChanges(Membership):
                 return sorted(n.name for n in self.nodes if any(leads(n, r) for r in running))
         return []
 
-    def _tool(self, program: str, args: str, skip: frozenset[str] = frozenset()) -> str | None:
+    def _tool(
+        self, program: str, args: str, timeout: float, skip: frozenset[str] = frozenset()
+    ) -> str | None:
         """`program args` on the first node (not in `skip`) that runs it; None
         then, else every node's error."""
         tried = []
@@ -98,7 +100,7 @@ class MemberChanges(Membership):
                 continue
             r = via.run(
                 f"{self.sbin(via, program)} -n {self.node_name(via)} {args}",  # type: ignore[attr-defined]
-                timeout=60,
+                timeout=timeout,
                 env=self.env(via),  # type: ignore[attr-defined]
                 check=False,
             )
@@ -113,7 +115,7 @@ class MemberChanges(Membership):
         target = self.node_name(self._node(node))  # type: ignore[attr-defined]
         errors: dict[str, str] = {}
         for q in self.test_queues:
-            failed = self._tool("rabbitmq-queues", f"{command} {shlex.quote(q)} {target}")
+            failed = self._tool("rabbitmq-queues", f"{command} {shlex.quote(q)} {target}", 30)
             if failed:
                 errors[q] = failed
         return errors
@@ -133,14 +135,14 @@ class MemberChanges(Membership):
     def _leave(self, node: str) -> dict[str, Any]:
         """`stop_app` on the node, then `forget_cluster_node` from another."""
         target = self._node(node)
-        stopped = self.ctl(target, "stop_app", timeout=60, check=False)  # type: ignore[attr-defined]
-        if stopped.exit != 0:
-            said = (stopped.err or stopped.out).strip()[-300:]
-            return {"removed": False, "errors": {"stop_app": said}, "after": self.members()}
+        stopped = self._steps(target, ["stop_app"], timeout=60)
+        if stopped:
+            return {"removed": False, "errors": stopped, "after": self.members()}
         self.taken_out.add(node)  # from here the stop must bring it back
         failed = self._tool(
             "rabbitmqctl",
             f"forget_cluster_node {self.node_name(target)}",  # type: ignore[attr-defined]
+            60,
             skip=frozenset([node]),
         )
         if not failed:
@@ -193,10 +195,11 @@ class MemberChanges(Membership):
             return {"await_startup": str(e)[-300:]}
         return {}
 
-    def _steps(self, target: Remote, steps: list[str]) -> dict[str, str]:
-        """`rabbitmqctl <step>` on the node, in order, until one fails."""
+    def _steps(self, target: Remote, steps: list[str], timeout: float = 120) -> dict[str, str]:
+        """`rabbitmqctl <step>` on the node, in order, until one fails: then
+        {that step: what it said}."""
         for step in steps:
-            r = self.ctl(target, step, timeout=120, check=False)  # type: ignore[attr-defined]
+            r = self.ctl(target, step, timeout=timeout, check=False)  # type: ignore[attr-defined]
             if r.exit != 0:
                 return {step.split()[0]: (r.err or r.out).strip()[-300:]}
         return {}
