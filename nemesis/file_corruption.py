@@ -6,7 +6,10 @@ such changes on a minority of nodes; a replicated log should repair a
 minority's damage from the others.
 
 - bitflip: a few bits flipped at random offsets of the file;
-- truncate: the file cut short at a random length;
+- truncate: the file cut short at a random length past its sealed header:
+  the bytes a broker writes and fsyncs before it names the file (Ra's WAL
+  header, written to a temporary file renamed into place), which no crash
+  tears; a cut into them is damage of another kind (a bitflip's);
 - rollback: the file put back as it was at this fault's previous stop on
   that node (a copy taken then, while the broker was down), so what the
   broker wrote to it since is gone; with no copy yet, one is taken now and
@@ -73,9 +76,10 @@ def flip_bits(fh: IO[bytes], size: int, rng: random.Random) -> list[dict[str, in
     return flips
 
 
-def cut_short(fh: IO[bytes], size: int, rng: random.Random) -> dict[str, int]:
-    """Truncates the open file to a random length below `size`."""
-    length = rng.randrange(size)
+def cut_short(fh: IO[bytes], size: int, rng: random.Random, keep: int = 0) -> dict[str, int]:
+    """Truncates the open file to a random length from `keep` up to below
+    `size` (`keep` < `size`)."""
+    length = rng.randrange(keep, size)
     fh.truncate(length)
     return {"from": size, "to": length}
 
@@ -168,15 +172,17 @@ class FileCorruptionNemesis(_OneNodeFault):
                 return {"change": "snapshot", **self._snapshot(node, rng), "why": "no copy yet"}
             node.run(f"cp -f {shlex.quote(snap.copy)} {shlex.quote(snap.path)}", timeout=60)
             return {"change": "rollback", "kind": snap.kind, "file": snap.path, "to": snap.size}
-        files = self.db.data_files(node, self.kinds)
+        sealed = getattr(self.db, "SEALED_HEADERS", {}) if change == "truncate" else {}
+        files = [f for f in self.db.data_files(node, self.kinds) if f[2] > sealed.get(f[0], 0)]
         if not files:
-            return {"change": "none", "why": f"no {'/'.join(self.kinds)} file with data"}
+            past = " past its sealed header" if any(k in sealed for k in self.kinds) else ""
+            return {"change": "none", "why": f"no {'/'.join(self.kinds)} file with data{past}"}
         kind, path, size = rng.choice(files)
         what = {"change": change, "kind": kind, "file": path}
         with node.open_file(path) as fh:
             if change == "bitflip":
                 return {**what, "flips": flip_bits(fh, size, rng)}
-            return {**what, **cut_short(fh, size, rng)}
+            return {**what, **cut_short(fh, size, rng, sealed.get(kind, 0))}
 
     def _snapshot(self, node: Remote, rng: random.Random) -> dict[str, Any]:
         """A copy of one file of the kinds, for the next rollback on the node."""

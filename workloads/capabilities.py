@@ -112,7 +112,10 @@ class DataFiles(Protocol):
     """Brokers whose data files a fault may change while they are down
     (file-corruption): each kind of file it keeps, found on a node. The
     class names its kinds, `FILE_KINDS` (kind -> what it is: --file-kinds'
-    choices), and `DEFAULT_FILE_KINDS` (its message data)."""
+    choices), `DEFAULT_FILE_KINDS` (its message data), and may name
+    `SEALED_HEADERS` (kind -> bytes a file of it starts with that the broker
+    fsyncs before naming the file: a truncate, which stands for a torn
+    tail, cuts past them)."""
 
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
         """(kind, path, size) of every non-empty file of `kinds` on the node."""

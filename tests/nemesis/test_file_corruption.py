@@ -77,6 +77,16 @@ def test_a_truncate_cuts_the_file_to_the_length_it_records(tmp_path):
     assert path.read_bytes() == b"x" * cut["to"]
 
 
+def test_a_truncate_never_cuts_into_a_sealed_header(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"RAWA\x01" + b"x" * 10)
+    lengths = set()
+    for seed in range(200):
+        with open(path, "r+b") as fh:
+            lengths.add(cut_short(fh, 15, random.Random(seed), keep=5)["to"])
+    assert lengths == set(range(5, 15))  # every length past the header, none into it
+
+
 @pytest.mark.parametrize(
     ("rel", "kind"),
     [
@@ -170,6 +180,24 @@ def test_nothing_to_change_is_said_and_the_broker_still_comes_back(tmp_path):
     (change,) = started["changes"]
     assert change["change"] == "none" and "no log file" in change["why"]
     assert broker.calls == ["kill", "start"]
+
+
+def test_a_truncate_skips_a_file_that_is_all_sealed_header(tmp_path):
+    """Ra's freshly rolled WAL is its 5-byte header alone: nothing a crash
+    could have torn, so a truncate takes another file or says none."""
+    broker = ScratchBroker(tmp_path)
+    broker.SEALED_HEADERS = {"log": 5}
+    path = segment(tmp_path, b"RAWA\x01")
+    fault = FileCorruptionNemesis(broker, ["truncate"], ["log"])
+    started, _ = run_round(fault, 1)
+    (change,) = started["changes"]
+    assert change["change"] == "none" and "past its sealed header" in change["why"]
+    assert path.read_bytes() == b"RAWA\x01"
+    path.write_bytes(b"RAWA\x01" + b"r" * 20)
+    started, _ = run_round(fault, 2)
+    (change,) = started["changes"]
+    assert change["change"] == "truncate" and 5 <= change["to"] < 25
+    assert path.read_bytes() == (b"RAWA\x01" + b"r" * 20)[: change["to"]]
 
 
 def settings(**kw):

@@ -29,7 +29,7 @@ from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, ensure_package
 from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
-from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
+from .files import DEFAULT_FILE_KINDS, FILE_KINDS, SEALED_HEADERS, file_kind
 from .leaders import QueueLeaders
 from .members import MEMBER_CHANGES, MemberChanges
 
@@ -97,6 +97,7 @@ class RabbitMQ(
     name = "rabbitmq"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
+    SEALED_HEADERS = SEALED_HEADERS
 
     def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):
         self.nodes = nodes

@@ -14,6 +14,11 @@ FILE_KINDS = {
     "metadata": "the metadata store's files (Mnesia: *.DCD, *.DCL, *.DAT)",
 }
 DEFAULT_FILE_KINDS = ("quorum-wal", "quorum-segment", "stream-segment")
+# Ra (2.2, RabbitMQ 3.10) writes a WAL's 5-byte header ("RAWA", version) to a
+# temporary file, fsyncs it and renames it into place: no crash tears it,
+# and a node whose WAL header is short exits on start (case_clause in
+# ra_log_wal:open_at_first_record) and stays down.
+SEALED_HEADERS = {"quorum-wal": 5}
 METADATA_ENDS = (".DCD", ".DCL", ".DAT")
 
 
