@@ -14,7 +14,8 @@ any path, FAULT: "disk-full N" (the disk may grow by N more bytes, then
 a write or allocation that grows a file fails with ENOSPC, and statfs
 says so), "fsync-stall S" (each fsync blocks S seconds, or until the
 fault is cleared), "none" (space back, fsyncs at once). Each change
-writes what the faults it ends did (writes refused, fsyncs stalled) to
+writes what the faults it ends did (writes refused, and on which files;
+fsyncs stalled) to
 BACKING.faults.json, beside the mount: a getxattr of ours would cost every
 write a call (the kernel asks for security.capability before each).
 
@@ -33,6 +34,7 @@ import threading
 import mfusepy as fuse
 
 PAGE = 4096
+NAMED_FILES = 16  # files a refusal names at most: which kinds were hit, not a listing
 CHECKPOINT = "user.lazyfs.checkpoint"  # setxattr(any path, CHECKPOINT): fsync everything
 FAULT = "user.lazyfs.fault"  # setxattr(any path, FAULT, b"disk-full N"): the disk faults
 
@@ -45,6 +47,7 @@ class DiskFaults:
         self.stall = 0.0  # seconds each fsync blocks
         self.cleared = threading.Event()  # set: a stalled fsync goes on at once
         self.refused_writes = 0
+        self.refused_files: dict[str, int] = {}  # path in the mount -> writes refused
         self.stalled_fsyncs = 0
 
     @classmethod
@@ -64,17 +67,24 @@ class DiskFaults:
             raise ValueError(text)
         return faults
 
-    def grow(self, by: int) -> None:
-        """A file grows by `by` bytes: refused with ENOSPC past the space left."""
+    def grow(self, path: str, by: int) -> None:
+        """The file at `path` grows by `by` bytes: refused with ENOSPC past
+        the space left."""
         if self.space is None or by <= 0:
             return
         if by > self.space:
             self.refused_writes += 1
+            if path in self.refused_files or len(self.refused_files) < NAMED_FILES:
+                self.refused_files[path] = self.refused_files.get(path, 0) + 1
             raise fuse.FuseOSError(errno.ENOSPC)
         self.space -= by
 
     def stats(self) -> dict[str, int]:
-        return {"refused_writes": self.refused_writes, "stalled_fsyncs": self.stalled_fsyncs}
+        return {
+            "refused_writes": self.refused_writes,
+            "refused_files": self.refused_files,
+            "stalled_fsyncs": self.stalled_fsyncs,
+        }
 
 
 class Dirty:
@@ -147,7 +157,7 @@ class LazyFS(fuse.Operations):
         with self._mutex:
             real, d = self._real(path), self._dirty(path)
             end = offset + len(data)
-            self.faults.grow(end - d.size)
+            self.faults.grow(path, end - d.size)
             for p in range(offset // PAGE, (end - 1) // PAGE + 1):
                 page = self._page(real, d, p)
                 lo, hi = max(offset, p * PAGE), min(end, (p + 1) * PAGE)
@@ -172,7 +182,7 @@ class LazyFS(fuse.Operations):
             raise fuse.FuseOSError(errno.EOPNOTSUPP)
         with self._mutex:
             d = self._dirty(path)
-            self.faults.grow(offset + length - d.size)
+            self.faults.grow(path, offset + length - d.size)
             d.size = max(d.size, offset + length)
         return 0
 

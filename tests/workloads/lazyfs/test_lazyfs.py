@@ -84,6 +84,7 @@ def test_a_full_disk_refuses_growth_past_its_space_and_gives_it_back(mounted):
         f.write(b"A" * 1000)
     assert lazy.set_fault(node, data, "disk-full 1500") == {
         "refused_writes": 0,
+        "refused_files": {},
         "stalled_fsyncs": 0,
     }
     fd = os.open(path, os.O_WRONLY)
@@ -98,7 +99,11 @@ def test_a_full_disk_refuses_growth_past_its_space_and_gives_it_back(mounted):
         assert os.statvfs(data).f_bavail == 0  # and the file system says so
     finally:
         os.close(fd)
-    assert lazy.set_fault(node, data, "none") == {"refused_writes": 2, "stalled_fsyncs": 0}
+    assert lazy.set_fault(node, data, "none") == {
+        "refused_writes": 2,
+        "refused_files": {"/00000.log": 2},  # the write and the allocation, on the file they hit
+        "stalled_fsyncs": 0,
+    }
     with open(path, "ab") as f:
         f.write(b"E" * 10_000)  # space back
     assert os.path.getsize(path) == 12_500
@@ -123,7 +128,11 @@ def test_a_stalled_fsync_blocks_until_its_time_or_the_fault_is_cleared(mounted):
         waiting.start()
         time.sleep(0.5)
         assert waiting.is_alive()
-        assert lazy.set_fault(node, data, "none") == {"refused_writes": 0, "stalled_fsyncs": 1}
+        assert lazy.set_fault(node, data, "none") == {
+            "refused_writes": 0,
+            "refused_files": {},
+            "stalled_fsyncs": 1,
+        }
         waiting.join(timeout=10)
         assert not waiting.is_alive() and time.monotonic() - t < 10  # freed at once
         t = time.monotonic()
