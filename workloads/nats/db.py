@@ -400,11 +400,11 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         logs = "; ".join(f"{n.name} log: {self.log_tail(n)}" for n in self.nodes if n.name in bad)
         raise DBError(f"NATS cluster not healthy on every node within {limit:.0f} s: {bad}; {logs}")
 
-    def streams_on(self, node: Remote) -> list[dict[str, Any]]:
+    def streams_on(self, node: Remote, config: bool = False) -> list[dict[str, Any]]:
         """The streams the node hosts as its `/jsz` reports them (name,
-        state, cluster: leader and replicas by server name); [] when it
-        does not answer."""
-        status, body = self.monitor(node, "/jsz?streams=true")
+        state, cluster: leader and replicas by server name; `config` too
+        if asked); [] when it does not answer."""
+        status, body = self.monitor(node, "/jsz?streams=true" + ("&config=true" if config else ""))
         if status != 200 or not isinstance(body, dict):
             return []
         return [
@@ -414,13 +414,22 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         ]
 
     def stream_cluster(self, stream: str) -> dict[str, Any]:
-        """The stream's Raft group as the first node that hosts it says; {}
-        when none answers."""
+        """The stream's Raft group as its leader says, or else as the first
+        node that names one says; {} when none answers. A server whose copy
+        has no Raft group yet (just restarted, before any election) names
+        itself, with no replicas (jetstream_cluster.go's clusterInfo): that
+        is believed of a stream of one replica only."""
+        named = []
         for node in self.nodes:
-            for s in self.streams_on(node):
-                if s.get("name") == stream and (s.get("cluster") or {}).get("leader"):
-                    return s["cluster"]
-        return {}
+            for s in self.streams_on(node, config=True):
+                group = s.get("cluster") or {}
+                if s.get("name") != stream or not group.get("leader"):
+                    continue
+                if group["leader"] != node.name:
+                    named.append(group)
+                elif group.get("replicas") or (s.get("config") or {}).get("num_replicas") == 1:
+                    return group  # the leader's own word
+        return named[0] if named else {}
 
     def primaries(self) -> list[str]:
         """The nodes leading the test's streams now, as the servers say."""

@@ -177,3 +177,33 @@ def test_a_group_is_whole_only_with_a_leader_and_every_replica_current():
     late = {"leader": "n1", "replicas": [{"name": "n3", "current": False, "lag": 812}]}
     assert group_behind("consumer c", late) == "consumer c: n3's replica not current (lag 812)"
     assert group_behind("stream s", {"leader": "n2"}) is None  # R1: no followers
+
+
+def jsz(leader, replicas=None, num_replicas=3):
+    cluster = {"name": "queuecheck", "leader": leader}
+    if replicas is not None:
+        cluster["replicas"] = [{"name": r, "current": True} for r in replicas]
+    return [{"name": "qc-jobs", "cluster": cluster, "config": {"num_replicas": num_replicas}}]
+
+
+@pytest.mark.parametrize(
+    "answers, leader",
+    [
+        # just restarted, no Raft group yet: each names itself, with no
+        # replicas (clusterInfo's placeholder); nobody leads
+        ({"n1": jsz("n1"), "n2": jsz("n2"), "n3": []}, None),
+        # a follower names the leader; the leader says so itself, with replicas
+        ({"n1": jsz("n2"), "n2": jsz("n2", ["n1", "n3"]), "n3": []}, "n2"),
+        # a placeholder beside a follower's word: the follower is believed
+        ({"n1": jsz("n1"), "n2": jsz("n3"), "n3": []}, "n3"),
+        # a stream of one replica: its host names itself, and that is so
+        ({"n1": [], "n2": jsz("n2", num_replicas=1), "n3": []}, "n2"),
+    ],
+)
+def test_a_stream_s_leader_is_one_a_server_that_has_its_raft_group_names(
+    monkeypatch, answers, leader
+):
+    db = Nats(NODES, NatsOptions(base="/data"))
+    db.test_streams = ["qc-jobs"]
+    monkeypatch.setattr(db, "streams_on", lambda node, config=False: answers[node.name])
+    assert db.primaries() == ([leader] if leader else [])
