@@ -15,6 +15,15 @@ minority's damage from the others.
   broker wrote to it since is gone; with no copy yet, one is taken now and
   nothing is changed (said so).
 
+With `--file-restart changed-first`, every other node's broker is killed
+first, unchanged (and, where a broker's restarted node waits at boot for
+any peer it did not see go down, as RabbitMQ's Mnesia does, the targets
+are given time to see it go); at the stop the targets start alone, and the
+others only once the broker names a leader among the changed nodes (at
+most LEADER_WAIT s): the damaged copies elect without the whole one. Left
+to chance, the whole node often asked for votes first and the damaged
+ones took their lost tail back from it.
+
 Each change is recorded in the nemesis op (node, kind, file, offsets or
 lengths) so a report shows exactly what was done. The changes are made
 over the node's SFTP session, the copies with cp, in the node's own tree:
@@ -26,12 +35,13 @@ from __future__ import annotations
 import logging
 import random
 import shlex
+import time
 from dataclasses import dataclass
 from typing import IO, Any
 
 from harness.nodes.remote import Remote, RemoteError
 from harness.options import OptionError, option
-from workloads.capabilities import DataFiles
+from workloads.capabilities import DataFiles, Leaders, PeersSeenDown, supports
 
 from .base import FaultContext, Settings, require
 from .iptables import on_all
@@ -41,6 +51,9 @@ from .targets import TargetOptions
 log = logging.getLogger(__name__)
 
 CHANGES = ("bitflip", "truncate", "rollback")
+RESTARTS = ("together", "changed-first")
+LEADER_WAIT = 60.0  # s: changed-first's wait for a leader among the changed nodes
+SEEN_DOWN_WAIT = 20.0  # s: its wait for the targets to see the unchanged go (PeersSeenDown)
 MAX_FLIPS = 8  # bits flipped per bitflip: enough to break a checksum, few enough to trace
 
 
@@ -58,6 +71,14 @@ class FileFaultOptions:
         help="which kinds of the broker's data files file-corruption changes, comma-separated "
         "(each broker names its own: README's fault options; a kind it lacks is refused with "
         "the list); default: its message data",
+    )
+    file_restart: str = option(
+        default="together",
+        help="how file-corruption's nodes start again: together (the targets, at the stop), "
+        "changed-first (every other node killed too, unchanged, and started only once the "
+        "broker names a leader among the changed nodes: the damaged copies elect without "
+        "the whole one)",
+        choices=RESTARTS,
     )
 
 
@@ -116,6 +137,8 @@ class FileCorruptionNemesis(_OneNodeFault):
                 f"--file-kinds: {', '.join(unknown)} is not a kind of {db.name}'s files "  # type: ignore[attr-defined]
                 f"(one of {', '.join(db.FILE_KINDS)})"  # type: ignore[attr-defined]
             )
+        if settings.of(FileFaultOptions).file_restart == "changed-first":
+            require(db, Leaders, "--file-restart changed-first", "name no leaders")
         super().refuse(db, settings)
 
     @classmethod
@@ -126,6 +149,7 @@ class FileCorruptionNemesis(_OneNodeFault):
             o.file_faults,
             o.file_kinds or list(ctx.db.DEFAULT_FILE_KINDS),
             ctx.settings.of(TargetOptions).fault_targets,
+            o.file_restart == "changed-first",
         )
 
     def __init__(
@@ -134,10 +158,13 @@ class FileCorruptionNemesis(_OneNodeFault):
         changes: list[str] | None = None,
         kinds: list[str] | None = None,
         allowed: list[str] | None = None,
+        changed_first: bool = False,
     ):
         super().__init__(db, allowed)
         self.changes = list(changes or CHANGES)
         self.kinds = list(kinds or [])
+        self.changed_first = changed_first
+        self.unchanged: list[Remote] = []  # changed-first: killed beside the targets
         # node -> the copy a rollback restores (taken at the previous stop)
         self.snapshots: dict[str, _Snapshot] = {}
         self._seq = 0
@@ -148,6 +175,15 @@ class FileCorruptionNemesis(_OneNodeFault):
         plans = {
             node.name: (rng.choice(self.changes), random.Random(rng.random())) for node in chosen
         }
+        if self.changed_first:
+            others = [n for n in self.db.nodes if n not in chosen]
+            self.unchanged = [
+                n for n, hit in zip(others, on_all(others, self.db.kill), strict=True) if hit
+            ]
+            note = {**note, "killed-unchanged": [n.name for n in self.unchanged]}
+            if self.unchanged and supports(self.db, PeersSeenDown):
+                late = self.db.await_seen_down(self.unchanged, chosen, SEEN_DOWN_WAIT)
+                note = {**note, **({"not-seen-down-by": late} if late else {})}
         changes = []
         for node, done in zip(
             chosen, on_all(chosen, lambda n: self._strike(n, *plans[n.name])), strict=True
@@ -200,6 +236,9 @@ class FileCorruptionNemesis(_OneNodeFault):
     def _undo(self, node: Remote) -> None:
         self.db.start(node)  # a no-op where the broker still runs
 
+    def active(self) -> bool:
+        return bool(self.targets or self.unchanged)
+
     def stop(self) -> Any:
         rng = random.Random(self._seq)
         taken = {}
@@ -209,10 +248,35 @@ class FileCorruptionNemesis(_OneNodeFault):
                     taken[node.name] = self._snapshot(node, rng)
                 except RemoteError as e:
                     log.warning("%s: file-corruption snapshot: %s", node.name, e)
-        return {**super().stop(), **({"snapshots": taken} if taken else {})}
+        first = self._changed_first() if self.unchanged else {}
+        done = super().stop()
+        on_all(self.unchanged, self._undo)
+        self.unchanged = []
+        return {**done, **first, **({"snapshots": taken} if taken else {})}
+
+    def _changed_first(self) -> dict[str, Any]:
+        """Starts the changed nodes alone and waits until the broker names a
+        leader among them (and only them): what the stop op records."""
+        on_all(self.targets, self._undo)
+        changed = {n.name for n in self.targets}
+        began = time.monotonic()
+        while True:
+            try:
+                named = self.db.primaries()
+            except Exception as e:  # noqa: BLE001 - no answer yet while they boot
+                named, why = [], str(e)
+            else:
+                why = f"named {named or 'none'}"
+            waited = round(time.monotonic() - began, 1)
+            if named and set(named) <= changed:
+                return {"led-by": named, "unchanged-started-after-s": waited}
+            if waited >= LEADER_WAIT:
+                return {"no-leader-among-changed": why[:200], "unchanged-started-after-s": waited}
+            time.sleep(0.5)  # a poll's interval, bounded by the deadline above
 
     def teardown(self) -> None:
-        super().teardown()
+        super().teardown()  # starts every node still down, the unchanged ones too
+        self.unchanged = []
         if self.snapshots:
             log.info(
                 "file-corruption: %d rollback copies left in the nodes' own trees, removed "

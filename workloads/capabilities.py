@@ -218,6 +218,19 @@ class BrokerState(Protocol):
         ...
 
 
+@runtime_checkable
+class PeersSeenDown(Protocol):
+    """Brokers whose node, restarted, waits at boot for every peer it did not
+    see go down (RabbitMQ's Mnesia): a fault that kills some nodes before
+    others waits until the others have seen the first go, or those it
+    starts alone would wait for the ones it holds back."""
+
+    def await_seen_down(self, down: list[Remote], by: list[Remote], timeout: float) -> list[str]:
+        """Returns once every node of `by` has seen every node of `down` go;
+        the names of those that had not within `timeout` seconds."""
+        ...
+
+
 def supports(db: type | object, capability: type) -> bool:
     """Whether a DB class (or instance) implements `capability`."""
     return issubclass(db if isinstance(db, type) else type(db), capability)

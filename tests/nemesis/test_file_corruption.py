@@ -201,7 +201,8 @@ def test_a_truncate_skips_a_file_that_is_all_sealed_header(tmp_path):
 
 
 def settings(**kw):
-    return Settings(SimpleNamespace(fault_targets=["one"], file_faults=["bitflip"], **kw))
+    kw = {"fault_targets": ["one"], "file_faults": ["bitflip"], "file_restart": "together", **kw}
+    return Settings(SimpleNamespace(**kw))
 
 
 def test_an_unknown_file_kind_is_refused_by_name():
@@ -213,3 +214,100 @@ def test_an_unknown_file_kind_is_refused_by_name():
 def test_a_cluster_the_tool_did_not_make_is_refused():
     with pytest.raises(OptionError, match=r"--nemesis file-corruption: kafka's brokers keep no"):
         FileCorruptionNemesis.refuse(ExistingKafka, settings(file_kinds=[]))
+
+
+class ElectingBroker:
+    """Three scripted nodes: kills and starts recorded in order; who leads is
+    named once the script says so (after `leads_after` asks)."""
+
+    def __init__(self, leads: list[str], leads_after: int = 2):
+        self.nodes = [SimpleNamespace(name=f"n{i}") for i in (1, 2, 3)]
+        self.calls: list[str] = []
+        self.leads, self.leads_after, self.asked = leads, leads_after, 0
+        self.DEFAULT_FILE_KINDS = ("log",)
+
+    def kill(self, node):
+        self.calls.append(f"kill {node.name}")
+        return True
+
+    def start(self, node):
+        self.calls.append(f"start {node.name}")
+
+    def data_files(self, node, kinds):
+        return []
+
+    def primaries(self):
+        self.asked += 1
+        if self.asked <= self.leads_after:
+            raise RuntimeError("booting")
+        return self.leads
+
+
+def changed_first_round(broker, monkeypatch):
+    """A changed-first round (seed 1) on a majority: the fault, its start
+    and stop ops, the changed nodes and the whole one."""
+    monkeypatch.setattr("nemesis.file_corruption.time.sleep", lambda s: None)
+    fault = FileCorruptionNemesis(broker, ["truncate"], ["log"], ["majority"], changed_first=True)
+    started, stopped = run_round(fault, 1)
+    (whole,) = started["killed-unchanged"]
+    return fault, started, stopped, sorted(c["node"] for c in started["changes"]), whole
+
+
+def test_changed_first_kills_the_whole_node_first_and_starts_it_after_the_changed_elect(
+    monkeypatch,
+):
+    """A majority changed, the third killed before them (a broker that waits
+    at boot for whoever it did not see go down waits only for the changed)
+    and started once the broker names a leader among the changed."""
+    broker = ElectingBroker(leads=["n1"])
+    fault, started, stopped, changed, whole = changed_first_round(broker, monkeypatch)
+    assert len(changed) == 2 and whole not in changed
+    assert broker.calls[0] == f"kill {whole}"  # before the changed ones
+    assert sorted(broker.calls[1:3]) == [f"kill {n}" for n in changed]
+    assert sorted(broker.calls[3:5]) == [f"start {n}" for n in changed]
+    assert broker.calls[-1] == f"start {whole}" and broker.asked == 3
+    assert "n1" in changed and stopped["led-by"] == ["n1"]  # seed 1 changes n1
+    assert stopped["nodes"] == changed and not fault.active()
+
+
+class WatchingBroker(ElectingBroker):
+    """One whose restarted nodes wait for peers they did not see go down."""
+
+    def await_seen_down(self, down, by, timeout):
+        self.calls.append(f"seen {[n.name for n in down]} by {sorted(n.name for n in by)}")
+        return ["n2"]  # one had not, by the deadline: said in the op
+
+
+def test_changed_first_lets_the_targets_see_the_whole_node_go_before_they_are_killed(
+    monkeypatch,
+):
+    broker = WatchingBroker(leads=["n1"])
+    _, started, _, changed, whole = changed_first_round(broker, monkeypatch)
+    assert broker.calls[:2] == [f"kill {whole}", f"seen {[whole]} by {changed}"]
+    assert sorted(broker.calls[2:4]) == [f"kill {n}" for n in changed]
+    assert started["not-seen-down-by"] == ["n2"]
+
+
+def test_changed_first_starts_the_whole_node_anyway_when_no_changed_node_leads(monkeypatch):
+    """The whole node is started at the deadline, and the op says who led:
+    a leader named outside the changed nodes is not theirs."""
+    clock = iter(range(0, 1000, 7))
+    monkeypatch.setattr("nemesis.file_corruption.time.monotonic", lambda: next(clock))
+    broker = ElectingBroker(leads=["n1", "n2", "n3"], leads_after=0)
+    _, started, stopped, _, _ = changed_first_round(broker, monkeypatch)
+    assert "led-by" not in stopped
+    assert "n1" in stopped["no-leader-among-changed"]
+    assert stopped["unchanged-started-after-s"] >= 60
+    assert broker.calls[-1] == f"start {started['killed-unchanged'][0]}"
+
+
+def test_changed_first_needs_a_broker_that_names_leaders():
+    class Blind:
+        name = "blind"
+        FILE_KINDS = {"log": "its log"}
+
+        def data_files(self, node, kinds): ...
+        def scratch(self, node): ...
+
+    with pytest.raises(OptionError, match=r"--file-restart changed-first: blind's brokers name no"):
+        FileCorruptionNemesis.refuse(Blind, settings(file_kinds=[], file_restart="changed-first"))

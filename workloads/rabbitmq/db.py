@@ -24,7 +24,15 @@ from typing import Any
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import AT_LEAST_ONE, DEFAULT_STATE, check_values, option
 
-from ..capabilities import BrokerState, Clocks, DataFiles, DiskFaults, PowerLoss, RollingUpgrade
+from ..capabilities import (
+    BrokerState,
+    Clocks,
+    DataFiles,
+    DiskFaults,
+    PeersSeenDown,
+    PowerLoss,
+    RollingUpgrade,
+)
 from ..clock import FakedClock
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, ensure_package
@@ -92,7 +100,14 @@ def install_name(home: str | None) -> str:
 
 
 class RabbitMQ(
-    PidfileProcess, QueueLeaders, MemberChanges, RollingUpgrade, BrokerState, DataFiles, LazyData
+    PidfileProcess,
+    QueueLeaders,
+    MemberChanges,
+    RollingUpgrade,
+    BrokerState,
+    DataFiles,
+    PeersSeenDown,
+    LazyData,
 ):
     name = "rabbitmq"
     FILE_KINDS = FILE_KINDS
@@ -163,6 +178,25 @@ class RabbitMQ(
             env=self.env(node),
             check=check,
         )
+
+    def await_seen_down(self, down: list[Remote], by: list[Remote], timeout: float) -> list[str]:
+        """Until Mnesia on each node of `by` no longer counts any of `down`
+        among its running nodes: it has logged them down, so a restart of
+        `by` alone does not wait for them."""
+        gone = ", ".join(f"'{self.node_name(n)}'" for n in down)
+        still = f"[N || N <- [{gone}], lists:member(N, mnesia:system_info(running_db_nodes))]."
+
+        def watch(node: Remote) -> str | None:
+            deadline = time.monotonic() + timeout
+            while True:
+                r = self.ctl(node, f"eval {shlex.quote(still)}", timeout=15, check=False)
+                if r.exit == 0 and r.out.strip() == "[]":
+                    return None
+                if time.monotonic() >= deadline:
+                    return node.name
+                time.sleep(0.2)  # a poll's interval, bounded by the deadline
+
+        return [name for name in on_all(by, watch) if name]
 
     def log_files(self, node: Remote) -> list[str]:
         return [f"{self.dir(node)}/log"]
