@@ -164,7 +164,7 @@ class FileCorruptionNemesis(_OneNodeFault):
         self.changes = list(changes or CHANGES)
         self.kinds = list(kinds or [])
         self.changed_first = changed_first
-        self.unchanged: list[Remote] = []  # changed-first: killed beside the targets
+        self.unchanged: list[Remote] = []  # changed-first: killed before the targets, started after
         # node -> the copy a rollback restores (taken at the previous stop)
         self.snapshots: dict[str, _Snapshot] = {}
         self._seq = 0
