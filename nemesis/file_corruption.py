@@ -15,6 +15,10 @@ minority's damage from the others.
   broker wrote to it since is gone; with no copy yet, one is taken now and
   nothing is changed (said so).
 
+With `--file-restart cluster-crash`, every other node's broker is killed
+too, unchanged, and every node starts at the stop, all at once: a whole
+cluster's crash in which only the targets' files were damaged, where a
+broker that asks for no proof of a clean shutdown may elect a damaged copy.
 With `--file-restart changed-first`, every other node's broker is killed
 first, unchanged (and, where a broker's restarted node waits at boot for
 any peer it did not see go down, as RabbitMQ's Mnesia does, the targets
@@ -51,7 +55,7 @@ from .targets import TargetOptions
 log = logging.getLogger(__name__)
 
 CHANGES = ("bitflip", "truncate", "rollback")
-RESTARTS = ("together", "changed-first")
+RESTARTS = ("together", "cluster-crash", "changed-first")
 LEADER_WAIT = 60.0  # s: changed-first's wait for a leader among the changed nodes
 SEEN_DOWN_WAIT = 20.0  # s: its wait for the targets to see the unchanged go (PeersSeenDown)
 MAX_FLIPS = 8  # bits flipped per bitflip: enough to break a checksum, few enough to trace
@@ -75,9 +79,10 @@ class FileFaultOptions:
     file_restart: str = option(
         default="together",
         help="how file-corruption's nodes start again: together (the targets, at the stop), "
-        "changed-first (every other node killed too, unchanged, and started only once the "
-        "broker names a leader among the changed nodes: the damaged copies elect without "
-        "the whole one)",
+        "cluster-crash (every other node killed too, unchanged, and all started at once at "
+        "the stop), changed-first (every other node killed too, unchanged, and started only "
+        "once the broker names a leader among the changed nodes: the damaged copies elect "
+        "without the whole one)",
         choices=RESTARTS,
     )
 
@@ -149,7 +154,7 @@ class FileCorruptionNemesis(_OneNodeFault):
             o.file_faults,
             o.file_kinds or list(ctx.db.DEFAULT_FILE_KINDS),
             ctx.settings.of(TargetOptions).fault_targets,
-            o.file_restart == "changed-first",
+            o.file_restart,
         )
 
     def __init__(
@@ -158,13 +163,14 @@ class FileCorruptionNemesis(_OneNodeFault):
         changes: list[str] | None = None,
         kinds: list[str] | None = None,
         allowed: list[str] | None = None,
-        changed_first: bool = False,
+        restart: str = "together",
     ):
         super().__init__(db, allowed)
         self.changes = list(changes or CHANGES)
         self.kinds = list(kinds or [])
-        self.changed_first = changed_first
-        self.unchanged: list[Remote] = []  # changed-first: killed before the targets, started after
+        self.restart = restart
+        # cluster-crash and changed-first: the nodes killed, unchanged, before the targets
+        self.unchanged: list[Remote] = []
         # node -> the copy a rollback restores (taken at the previous stop)
         self.snapshots: dict[str, _Snapshot] = {}
         self._seq = 0
@@ -175,13 +181,17 @@ class FileCorruptionNemesis(_OneNodeFault):
         plans = {
             node.name: (rng.choice(self.changes), random.Random(rng.random())) for node in chosen
         }
-        if self.changed_first:
+        if self.restart != "together":
             others = [n for n in self.db.nodes if n not in chosen]
             self.unchanged = [
                 n for n, hit in zip(others, on_all(others, self.db.kill), strict=True) if hit
             ]
             note = {**note, "killed-unchanged": [n.name for n in self.unchanged]}
-            if self.unchanged and supports(self.db, PeersSeenDown):
+            if (
+                self.restart == "changed-first"
+                and self.unchanged
+                and supports(self.db, PeersSeenDown)
+            ):
                 late = self.db.await_seen_down(self.unchanged, chosen, SEEN_DOWN_WAIT)
                 note = {**note, **({"not-seen-down-by": late} if late else {})}
         changes = []
@@ -248,9 +258,14 @@ class FileCorruptionNemesis(_OneNodeFault):
                     taken[node.name] = self._snapshot(node, rng)
                 except RemoteError as e:
                     log.warning("%s: file-corruption snapshot: %s", node.name, e)
-        first = self._changed_first() if self.unchanged else {}
+        first = {}
+        if self.unchanged and self.restart == "changed-first":
+            first = self._changed_first()
+        elif self.unchanged:  # cluster-crash: every node at once, the order left to chance
+            on_all([*self.targets, *self.unchanged], self._undo)
+            self.unchanged = []
         done = super().stop()
-        on_all(self.unchanged, self._undo)
+        on_all(self.unchanged, self._undo)  # changed-first: once a changed node leads
         self.unchanged = []
         return {**done, **first, **({"snapshots": taken} if taken else {})}
 

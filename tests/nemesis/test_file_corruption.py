@@ -247,7 +247,9 @@ def changed_first_round(broker, monkeypatch):
     """A changed-first round (seed 1) on a majority: the fault, its start
     and stop ops, the changed nodes and the whole one."""
     monkeypatch.setattr("nemesis.file_corruption.time.sleep", lambda s: None)
-    fault = FileCorruptionNemesis(broker, ["truncate"], ["log"], ["majority"], changed_first=True)
+    fault = FileCorruptionNemesis(
+        broker, ["truncate"], ["log"], ["majority"], restart="changed-first"
+    )
     started, stopped = run_round(fault, 1)
     (whole,) = started["killed-unchanged"]
     return fault, started, stopped, sorted(c["node"] for c in started["changes"]), whole
@@ -311,3 +313,19 @@ def test_changed_first_needs_a_broker_that_names_leaders():
 
     with pytest.raises(OptionError, match=r"--file-restart changed-first: blind's brokers name no"):
         FileCorruptionNemesis.refuse(Blind, settings(file_kinds=[], file_restart="changed-first"))
+
+
+def test_cluster_crash_kills_every_node_and_starts_them_all_at_once():
+    """One target changed, the other two killed unchanged before it, all three
+    started at the stop: no wait for peers to see them go, nor for a leader."""
+    broker = WatchingBroker(leads=["n1"])
+    fault = FileCorruptionNemesis(broker, ["truncate"], ["log"], ["one"], restart="cluster-crash")
+    started, stopped = run_round(fault, 1)
+    (target,) = [c["node"] for c in started["changes"]]
+    others = sorted(started["killed-unchanged"])
+    assert sorted([*others, target]) == ["n1", "n2", "n3"]
+    assert sorted(broker.calls[:2]) == [f"kill {n}" for n in others]
+    assert broker.calls[2] == f"kill {target}"
+    assert sorted(broker.calls[3:6]) == ["start n1", "start n2", "start n3"]
+    assert broker.asked == 0 and not any(c.startswith("seen") for c in broker.calls)
+    assert stopped["nodes"] == [target] and "led-by" not in stopped and not fault.active()

@@ -492,6 +492,28 @@ FINDINGS = [
         "the control: the damaged broker truncates at the damage and fetches the rest "
         "from the leader, which holds every acknowledged write",
     ),
+    Finding(
+        Preset(
+            "kafka-file-corruption-one-replica-cluster-crash",
+            "Kafka acks=all, min.insync.replicas=2, one partition, every broker killed at "
+            "once and the partition leader's log segment cut short",
+            {
+                **SEGMENT_DAMAGE,
+                "file_faults": ["truncate"],
+                "file_kinds": ["log"],
+                "file_restart": "cluster-crash",
+                "fault_targets": ["primaries"],
+                "system": "kafka",
+                "system_options": {"acks": "all", "idempotence": True, "partitions": 1},
+            },
+        ),
+        {"at-least-once": True, "per-partition-order": True},
+        "the control a reader expects of two whole replicas, not one Kafka promises: after "
+        "every broker crashed, the controller hands the partition to the replica it took "
+        "out of the in-sync set last (with eligible leader replicas, the last known "
+        "leader), whatever its log holds; when that is the one cut short, the other two "
+        "truncate to it",
+    ),
     *(
         Finding(
             Preset(
