@@ -235,6 +235,37 @@ FINDINGS = [
     *(
         Finding(
             Preset(
+                f"rabbitmq-{queue}-power-loss",
+                f"RabbitMQ {queue} queue, confirms, persistent messages, data on lazyfs, every "
+                "node loses power at once",
+                {
+                    "nemesis_profile": "power-loss",
+                    **ENQUEUE_THEN_DRAIN,
+                    "system": "rabbitmq",
+                    "system_options": {"queue_type": queue, "lazyfs": True},
+                },
+            ),
+            {"at-least-once": True},
+            teaches,
+        )
+        for queue, teaches in (
+            (
+                "quorum",
+                "the control: Ra fsyncs its write-ahead log before a member counts a message "
+                "written, and a majority must have before the confirm, so a power cut of "
+                "every node keeps every confirmed message",
+            ),
+            (
+                "classic",
+                "the control: a persistent message on a durable queue is confirmed once it "
+                "is on disk (RabbitMQ's confirms guide), so a power cut of every node keeps "
+                "every confirmed message",
+            ),
+        )
+    ),
+    *(
+        Finding(
+            Preset(
                 name,
                 f"RabbitMQ quorum queue, confirms, {kept}, the queue leader's wall clock "
                 "set two hours ahead for a minute",
