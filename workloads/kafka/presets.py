@@ -509,10 +509,10 @@ FINDINGS = [
         ),
         {"at-least-once": True, "per-partition-order": True},
         "the control a reader expects of two whole replicas, not one Kafka promises: after "
-        "every broker crashed, the controller hands the partition to the replica it took "
-        "out of the in-sync set last (with eligible leader replicas, the last known "
-        "leader), whatever its log holds; when that is the one cut short, the other two "
-        "truncate to it",
+        "every broker crashed, the controller hands the partition to the replica it last "
+        "saw in sync (the one left alone in the in-sync set; with eligible leader "
+        "replicas, the last known leader), whatever its log holds; when that is the one "
+        "cut short, the other two truncate to it",
     ),
     *(
         Finding(
