@@ -29,7 +29,10 @@ to chance, the whole node often asked for votes first and the damaged
 ones took their lost tail back from it.
 
 Each change is recorded in the nemesis op (node, kind, file, offsets or
-lengths) so a report shows exactly what was done. The changes are made
+lengths) so a report shows exactly what was done. A strike that finds no
+file of the kinds on any target kills nothing (`skipped` in the op): a
+kill alone is another fault, and a kind may not be written yet (a NATS
+stream's older blocks). The changes are made
 over the node's SFTP session, the copies with cp, in the node's own tree:
 nothing outside the run's directories is touched, and the broker's
 teardown removes them with its tree."""
@@ -181,6 +184,11 @@ class FileCorruptionNemesis(_OneNodeFault):
         plans = {
             node.name: (rng.choice(self.changes), random.Random(rng.random())) for node in chosen
         }
+        if not any(on_all(chosen, lambda n: self._may_change(n, plans[n.name][0]))):
+            # a kind not written yet (a stream's older blocks): no kill for nothing
+            names = ", ".join(n.name for n in chosen)
+            nothing = self._nothing([c for c, _ in plans.values()])
+            return {**note, "changes": [], "skipped": f"{nothing} on {names}"}
         if self.restart != "together":
             others = [n for n in self.db.nodes if n not in chosen]
             self.unchanged = [
@@ -211,6 +219,26 @@ class FileCorruptionNemesis(_OneNodeFault):
         except RemoteError as e:
             return {"node": node.name, "change": change, "error": str(e)}
 
+    def _files(self, node: Remote, change: str) -> list[tuple[str, str, int]]:
+        """The node's files of the kinds that `change` can change."""
+        sealed = self._sealed(change)
+        return [f for f in self.db.data_files(node, self.kinds) if f[2] > sealed.get(f[0], 0)]
+
+    def _sealed(self, change: str) -> dict[str, int]:
+        return getattr(self.db, "SEALED_HEADERS", {}) if change == "truncate" else {}
+
+    def _nothing(self, changes: list[str]) -> str:
+        past = any(k in self._sealed(c) for c in changes for k in self.kinds)
+        return f"no {'/'.join(self.kinds)} file with data" + (" past its sealed header" * past)
+
+    def _may_change(self, node: Remote, change: str) -> bool:
+        """Whether `change` finds something to change on the running node (a
+        rollback always may: it takes its copy while the broker is down)."""
+        try:
+            return change == "rollback" or bool(self._files(node, change))
+        except RemoteError:
+            return True  # unknown: struck as before, the error recorded then
+
     def _change(self, node: Remote, change: str, rng: random.Random) -> dict[str, Any]:
         if change == "rollback":
             snap = self.snapshots.pop(node.name, None)
@@ -218,17 +246,15 @@ class FileCorruptionNemesis(_OneNodeFault):
                 return {"change": "snapshot", **self._snapshot(node, rng), "why": "no copy yet"}
             node.run(f"cp -f {shlex.quote(snap.copy)} {shlex.quote(snap.path)}", timeout=60)
             return {"change": "rollback", "kind": snap.kind, "file": snap.path, "to": snap.size}
-        sealed = getattr(self.db, "SEALED_HEADERS", {}) if change == "truncate" else {}
-        files = [f for f in self.db.data_files(node, self.kinds) if f[2] > sealed.get(f[0], 0)]
+        files = self._files(node, change)
         if not files:
-            past = " past its sealed header" if any(k in sealed for k in self.kinds) else ""
-            return {"change": "none", "why": f"no {'/'.join(self.kinds)} file with data{past}"}
+            return {"change": "none", "why": self._nothing([change])}
         kind, path, size = rng.choice(files)
         what = {"change": change, "kind": kind, "file": path}
         with node.open_file(path) as fh:
             if change == "bitflip":
                 return {**what, "flips": flip_bits(fh, size, rng)}
-            return {**what, **cut_short(fh, size, rng, sealed.get(kind, 0))}
+            return {**what, **cut_short(fh, size, rng, self._sealed(change).get(kind, 0))}
 
     def _snapshot(self, node: Remote, rng: random.Random) -> dict[str, Any]:
         """A copy of one file of the kinds, for the next rollback on the node."""

@@ -5,7 +5,9 @@ on this machine as a node, with the brokers' own file listings."""
 
 from __future__ import annotations
 
+import io
 import random
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -172,14 +174,19 @@ def test_a_rollback_restores_the_copy_taken_at_the_previous_stop(tmp_path):
     assert path.read_bytes() == b"first batch;"
 
 
-def test_nothing_to_change_is_said_and_the_broker_still_comes_back(tmp_path):
+def test_a_strike_with_nothing_to_change_kills_nothing_and_says_so(tmp_path):
+    """A kind the broker has not written yet (a stream's older blocks early
+    in a run) leaves the broker running: a kill would be a fault of another
+    kind. The next strike, once there is a file, strikes."""
     broker = ScratchBroker(tmp_path)
     (tmp_path / "data").mkdir()
     fault = FileCorruptionNemesis(broker, ["truncate"], ["log"])
-    started, stopped = run_round(fault, 1)
-    (change,) = started["changes"]
-    assert change["change"] == "none" and "no log file" in change["why"]
-    assert broker.calls == ["kill", "start"]
+    started = fault.start(random.Random(1))
+    assert started["changes"] == [] and started["skipped"] == "no log file with data on n1"
+    assert broker.calls == [] and not fault.active()
+    segment(tmp_path, b"r" * 20)
+    started, _ = run_round(fault, 2)
+    assert started["changes"][0]["change"] == "truncate" and broker.calls == ["kill", "start"]
 
 
 def test_a_truncate_skips_a_file_that_is_all_sealed_header(tmp_path):
@@ -189,10 +196,9 @@ def test_a_truncate_skips_a_file_that_is_all_sealed_header(tmp_path):
     broker.SEALED_HEADERS = {"log": 5}
     path = segment(tmp_path, b"RAWA\x01")
     fault = FileCorruptionNemesis(broker, ["truncate"], ["log"])
-    started, _ = run_round(fault, 1)
-    (change,) = started["changes"]
-    assert change["change"] == "none" and "past its sealed header" in change["why"]
-    assert path.read_bytes() == b"RAWA\x01"
+    started = fault.start(random.Random(1))
+    assert started["changes"] == [] and "past its sealed header" in started["skipped"]
+    assert path.read_bytes() == b"RAWA\x01" and broker.calls == []
     path.write_bytes(b"RAWA\x01" + b"r" * 20)
     started, _ = run_round(fault, 2)
     (change,) = started["changes"]
@@ -216,12 +222,17 @@ def test_a_cluster_the_tool_did_not_make_is_refused():
         FileCorruptionNemesis.refuse(ExistingKafka, settings(file_kinds=[]))
 
 
+@contextmanager
+def segment_in_memory(path):
+    yield io.BytesIO(b"r" * 100)
+
+
 class ElectingBroker:
     """Three scripted nodes: kills and starts recorded in order; who leads is
     named once the script says so (after `leads_after` asks)."""
 
     def __init__(self, leads: list[str], leads_after: int = 2):
-        self.nodes = [SimpleNamespace(name=f"n{i}") for i in (1, 2, 3)]
+        self.nodes = [SimpleNamespace(name=f"n{i}", open_file=segment_in_memory) for i in (1, 2, 3)]
         self.calls: list[str] = []
         self.leads, self.leads_after, self.asked = leads, leads_after, 0
         self.DEFAULT_FILE_KINDS = ("log",)
@@ -234,7 +245,7 @@ class ElectingBroker:
         self.calls.append(f"start {node.name}")
 
     def data_files(self, node, kinds):
-        return []
+        return [("log", f"/{node.name}/t-0/00000000000000000000.log", 100)]
 
     def primaries(self):
         self.asked += 1

@@ -43,7 +43,7 @@ from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
 from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats, version_key
-from .files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
+from .files import DEFAULT_FILE_KINDS, FILE_KINDS, OLDER, file_kind, with_older_blocks
 
 PORT = 4222  # clients
 CLUSTER_PORT = 6222  # routes between servers (JetStream's Raft traffic rides on them)
@@ -230,7 +230,9 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         return f"{self.dir(node)}/nats.pid"
 
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
-        return files_of_kinds(node, f"{self.data(node)}/jetstream", file_kind, kinds)
+        listed = [*kinds, "stream-block"] if OLDER in kinds else kinds
+        found = files_of_kinds(node, f"{self.data(node)}/jetstream", file_kind, listed)
+        return with_older_blocks(found, kinds)
 
     def scratch(self, node: Remote) -> str:
         return f"{self.dir(node)}/scratch"

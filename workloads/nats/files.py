@@ -10,8 +10,11 @@ consumers under `obs/`), and the system account's Raft groups
 
 from __future__ import annotations
 
+OLDER = "stream-block-older"  # not a path's kind: with_older_blocks names them
 FILE_KINDS = {
     "stream-block": "the streams' message blocks (<account>/streams/<stream>/msgs/*.blk)",
+    OLDER: "the streams' message blocks but each stream's last, the one "
+    "being written: older messages, whose Raft log entries a snapshot has usually compacted away",
     "stream-index": "the streams' state files (<account>/streams/<stream>/msgs/index.db)",
     "stream-meta": "the streams' config files (<account>/streams/<stream>/meta.inf, meta.sum)",
     "consumer": "the consumers' state and config (<account>/streams/<stream>/obs/...)",
@@ -45,3 +48,32 @@ def file_kind(rel: str) -> str | None:
         if tail in (["meta.inf"], ["meta.sum"]):
             return "stream-meta"
     return None
+
+
+def with_older_blocks(
+    found: list[tuple[str, str, int]], kinds: list[str]
+) -> list[tuple[str, str, int]]:
+    """Those of `found` (kind, path, size; listed with stream-block among
+    its kinds) that `kinds` asks for, each stream's blocks but its
+    highest-numbered named stream-block-older if asked. A server writes
+    only its last block: a message damaged there is usually still in the
+    stream's Raft log, which repairs it at the restart; one in an older
+    block usually is not, a snapshot having compacted the log past it."""
+
+    def number(path: str) -> tuple[str, int]:
+        folder, _, name = path.rpartition("/")
+        return folder, int(name.removesuffix(".blk"))
+
+    last: dict[str, int] = {}
+    for kind, path, _ in found:
+        if kind == "stream-block":
+            folder, n = number(path)
+            last[folder] = max(last.get(folder, n), n)
+    out = []
+    for kind, path, size in found:
+        if kind == "stream-block" and OLDER in kinds:
+            folder, n = number(path)
+            kind = OLDER if n < last[folder] else kind
+        if kind in kinds:
+            out.append((kind, path, size))
+    return sorted(out)

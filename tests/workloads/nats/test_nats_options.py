@@ -9,7 +9,7 @@ from harness.options import OptionError
 from workloads.nats.client import NatsQueueOptions, seconds
 from workloads.nats.db import Nats, NatsOptions, group_behind
 from workloads.nats.dist import check_version, version_key
-from workloads.nats.files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind
+from workloads.nats.files import DEFAULT_FILE_KINDS, FILE_KINDS, file_kind, with_older_blocks
 from workloads.nats.system import NatsSystem
 
 
@@ -166,6 +166,29 @@ def test_each_file_of_the_store_has_its_kind(rel, kind):
     assert file_kind(rel) == kind
     assert kind is None or kind in FILE_KINDS
     assert set(DEFAULT_FILE_KINDS) <= set(FILE_KINDS) == set(Nats.FILE_KINDS)
+
+
+def test_older_blocks_are_each_streams_blocks_but_its_last():
+    """stream-block-older: every message block but the one a server writes
+    (the highest-numbered of its stream, 10 after 9, not after 2); asked
+    with stream-block, that one keeps its kind and no block comes twice."""
+    s = "/d/jetstream/$G/streams"
+    found = [
+        ("raft-log", "/d/jetstream/$SYS/_js_/S-R3F-x/msgs/1.blk", 70),
+        ("stream-block", f"{s}/a/msgs/1.blk", 90),
+        ("stream-block", f"{s}/a/msgs/10.blk", 10),
+        ("stream-block", f"{s}/a/msgs/2.blk", 90),
+        ("stream-block", f"{s}/b/msgs/3.blk", 40),
+    ]
+    older = [("stream-block-older", f"{s}/a/msgs/{n}.blk", 90) for n in (1, 2)]
+    assert with_older_blocks(found, ["stream-block-older"]) == older
+    assert with_older_blocks(found, ["stream-block-older", "stream-block"]) == [
+        ("stream-block", f"{s}/a/msgs/10.blk", 10),
+        ("stream-block", f"{s}/b/msgs/3.blk", 40),
+        *older,
+    ]
+    assert with_older_blocks(found, ["stream-block", "raft-log"]) == sorted(found)
+    assert "stream-block-older" in FILE_KINDS
 
 
 def test_a_group_is_whole_only_with_a_leader_and_every_replica_current():
