@@ -230,9 +230,12 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         return f"{self.dir(node)}/nats.pid"
 
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
-        listed = [*kinds, "stream-block"] if OLDER in kinds else kinds
-        found = files_of_kinds(node, f"{self.data(node)}/jetstream", file_kind, listed)
-        return with_older_blocks(found, kinds)
+        base = f"{self.data(node)}/jetstream"
+        if OLDER not in kinds:
+            return files_of_kinds(node, base, file_kind, kinds)
+        return with_older_blocks(
+            files_of_kinds(node, base, file_kind, [*kinds, "stream-block"]), kinds
+        )
 
     def scratch(self, node: Remote) -> str:
         return f"{self.dir(node)}/scratch"
