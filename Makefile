@@ -93,8 +93,11 @@ test: setup kafka-jars nats-server
 unit: setup
 	$(BIN)/pytest -q -m 'not integration'
 
+# Every shape at 100k, 1M and 10M, then the 100M Kafka-shaped history as
+# another tool's (converted, then checked) beside the in-memory baseline.
 bench: setup
 	$(BIN)/python -m tests.bench.checker_bench
+	$(BIN)/python -m tests.bench.checker_bench --sizes 100m --shapes kafka --checkers spark-converted,inmemory
 
 # Generated histories: the Spark checker against the independent reference.
 fuzz: setup

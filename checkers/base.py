@@ -8,7 +8,9 @@ checker that raises yields "unknown" with the error, never a crash.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any, ClassVar, Literal, Protocol
 
 Validity = bool | Literal["unknown"]
@@ -84,21 +86,37 @@ def run_checkers(
     history: Any,
     test: dict[str, Any],
     on_step: Callable[[str], None] | None = None,
+    at_once: int = 1,
 ) -> CheckResult:
     """Runs every checker; one that raises marks its properties unknown.
-    `on_step` is told each checker's name as it starts (progress)."""
-    total = CheckResult()
-    for checker in checkers:
-        if on_step:
-            on_step(f"{checker.name} checker")
+    `on_step` is told each checker's name as it starts (progress), or, with
+    `at_once` > 1 (that many run at once: checkers/spark.py
+    checkers_at_once), all their names once. Results merge in the checkers'
+    order either way."""
+
+    def one(checker: Checker) -> CheckResult:
         try:
-            result = checker.check(history, test)
+            return checker.check(history, test)
         except Exception as e:  # noqa: BLE001 - a checker bug must not hide the others
             msg = f"{checker.name}: {type(e).__name__}: {e}"
             props = {p: Property(UNKNOWN, msg) for p in checker.properties}
-            result = CheckResult(properties=props, errors=[msg])
-        total = total.merge(result)
-    return total
+            return CheckResult(properties=props, errors=[msg])
+
+    if at_once > 1 and len(checkers) > 1:
+        if on_step:
+            on_step(f"{', '.join(c.name for c in checkers)} checkers, {at_once} at a time")
+        pool = ThreadPoolExecutor(at_once, thread_name_prefix="checker")
+        try:
+            results = list(pool.map(one, checkers))
+        finally:  # interrupted: the checkers not yet begun never begin
+            pool.shutdown(wait=False, cancel_futures=True)
+    else:
+        results = []
+        for checker in checkers:
+            if on_step:
+                on_step(f"{checker.name} checker")
+            results.append(one(checker))
+    return reduce(CheckResult.merge, results, CheckResult())
 
 
 def results_document(result: CheckResult, claims: list[str]) -> dict[str, Any]:

@@ -23,9 +23,10 @@ so that a loss is shown where it happened, not only that it happened.
     quorum-members-disagree  a quorum queue's members whose applied indexes
                              differ after recovery
     acked-on-discarded-side  acknowledged through a node of a mirrored queue
-                             after its log says it lost a peer and before its
-                             log says autoheal restarted it, never read: that
-                             side's copy was thrown away
+                             after its log says it was cut off (lost a peer
+                             while it saw them all) and before its log says
+                             autoheal restarted it, never read: that side's
+                             copy was thrown away
 
 `broker-agrees` holds when none is found, and is unknown when the state
 was not read (an old run, --no-cross-check) or a part that would decide it
@@ -50,6 +51,7 @@ from .base import UNKNOWN, CheckResult, Property
 from .exercise import HollowRule, fault_seen, no_fault
 from .load import LoadedHistory
 from .schema import OP
+from .spark import local_rows
 
 PROPERTY = "broker-agrees"
 EXAMPLES = 5
@@ -200,7 +202,7 @@ def _partition_table(history: LoadedHistory, state: dict[str, Any]) -> DataFrame
         m = meta.get(key, {})
         rows.append((topic, int(p), hws.get(key), m.get("leader"), m.get("isr") or []))
     schema = "topic string, partition long, hw long, leader long, isr array<long>"
-    return history.spark.createDataFrame(rows, schema)
+    return local_rows(history.spark, rows, schema)
 
 
 def log_checks(
@@ -482,24 +484,32 @@ def queue_checks(state: dict[str, Any], counts: dict[str, int], found: dict[str,
 
 def discarded_windows(state: dict[str, Any]) -> list[dict[str, Any]]:
     """[{"node", "queue", "from", "to"} (history ns)] as the nodes' logs
-    say (state["events"]): from a node's last loss of a peer to autoheal's
-    restart of it, for each queue some node promoted a mirror of (so
-    mirrored: the restarted side's copy is thrown away). The last loss,
-    not the first: a window never starts before the cut that ended in the
-    restart."""
+    say (state["events"]): from the start of a node's last cut (its first
+    loss of a peer while it saw every peer) to autoheal's restart of it, for
+    each queue some node promoted a mirror of (so mirrored: the restarted
+    side's copy is thrown away). The last cut, not the first: a cut its
+    peers all came back from ended there. A loss while a peer is still
+    away is the same cut (a heal can flap: a CI run's n3 saw n2 up, down
+    and up again in 70 ms before autoheal restarted it)."""
     t0 = state.get("history_started_unix")
     # only the nodes' log events carry a time (a share group's do not: contract)
     events = sorted((e for e in state.get("events") or [] if "at" in e), key=lambda e: e["at"])
     mirrored = sorted({e["queue"] for e in events if e["event"] == "promoted"})
     if t0 is None or not mirrored:
         return []
-    out, cut = [], {}
+    out, away, cut = [], {}, {}  # node: the peers it lost / when its last cut began
     for e in events:
+        node, lost = e["node"], away.setdefault(e["node"], set())
         if e["event"] == "peer-down":
-            cut[e["node"]] = e["at"]
-        elif e["event"] == "autoheal-restart" and e["node"] in cut:
-            since, until = (int((at - t0) * 1e9) for at in (cut.pop(e["node"]), e["at"]))
-            out += [{"node": e["node"], "queue": q, "from": since, "to": until} for q in mirrored]
+            if not lost:
+                cut[node] = e["at"]
+            lost.add(e["peer"])
+        elif e["event"] == "peer-up":
+            lost.discard(e["peer"])
+        elif e["event"] == "autoheal-restart" and node in cut:
+            since, until = (int((at - t0) * 1e9) for at in (cut.pop(node), e["at"]))
+            lost.clear()
+            out += [{"node": node, "queue": q, "from": since, "to": until} for q in mirrored]
     return out
 
 
@@ -523,7 +533,8 @@ def discarded_sides(
     sends = ok.select("index", "time", "node", F.explode("value.msgs").alias("m")).select(
         "index", "time", "node", "m.id", c("m.queue").alias("queue")
     )
-    spans = history.spark.createDataFrame(
+    spans = local_rows(
+        history.spark,
         [(w["node"], w["queue"], w["from"], w["to"]) for w in windows],
         "wnode string, wqueue string, wfrom long, wto long",
     )

@@ -19,7 +19,7 @@ from checkers.base import results_document, run_checkers
 from checkers.exercise import mark_exercised
 from checkers.load import load_history
 from checkers.registry import hollow_rules, new_checkers, properties
-from checkers.spark import DEFAULT_DRIVER_MEMORY, spark_session
+from checkers.spark import DEFAULT_DRIVER_MEMORY, checkers_at_once, spark_session
 from harness.rundir import TEST_FILE, RunDir, RunFileError, write_json
 
 DEFAULT_CLAIMS = ("at-least-once",)
@@ -48,11 +48,14 @@ def check(
     spark_conf: dict[str, str] | None = None,
     use_sidecar: bool = True,
     on_step: Callable[[str], None] | None = None,
+    checks_once: bool = False,
 ) -> dict[str, Any]:
     """Checks one history; claims default to the ones its test.json carries,
     and with neither to at-least-once: what goes in must come out (a
     history judged against no claim at all could never fail). `on_step` is
-    told each step as it starts (harness.run.progress.CheckProgress shows them)."""
+    told each step as it starts (harness.run.progress.CheckProgress shows them).
+    `checks_once`: the process checks this history and exits (`queuecheck
+    check`), which lets Spark start quicker (checkers/spark.py)."""
     step = on_step or (lambda name: None)
     run = RunDir.find(path)
     hp = run.history
@@ -68,10 +71,14 @@ def check(
     elif claims is None:
         claims, source = list(DEFAULT_CLAIMS), "default"
     step("starting Spark")
-    spark = spark_session(master, driver_memory, spark_conf, input_bytes=hp.stat().st_size)
+    size = hp.stat().st_size
+    spark = spark_session(
+        master, driver_memory, spark_conf, input_bytes=size, checks_once=checks_once
+    )
     step("reading and validating the history")
     history = load_history(spark, hp, use_sidecar=use_sidecar)
-    result = mark_exercised(run_checkers(new_checkers(), history, test, step), hollow_rules())
+    checked = run_checkers(new_checkers(), history, test, step, at_once=checkers_at_once(size))
+    result = mark_exercised(checked, hollow_rules())
     doc = results_document(result, claims)
     doc.setdefault("history", {}).update(path=str(hp), source=history.source)
     doc["claims-source"] = source  # optional field: where the claims came from
@@ -89,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--claims")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    doc = check(args.path, parse_claims(args.claims))
+    doc = check(args.path, parse_claims(args.claims), checks_once=True)
     out = Path(args.out) if args.out else RunDir.find(args.path).results
     write_results(doc, out)
     print(json.dumps({"valid": doc["valid"], "results": str(out)}))

@@ -96,7 +96,7 @@ from .exercise import (
     no_fault,
 )
 from .load import LoadedHistory
-from .spark import by_id
+from .spark import by_id, local_rows
 
 EXAMPLES = 5
 # The txn graph lives on the driver: about 1 kB per txn with its edges in
@@ -475,7 +475,8 @@ def describe(
     wanted = c("id").isin(ids)
     for q, p, o in keys:
         wanted = wanted | ((c("queue") == q) & (c("partition") == p) & (c("offset") == o))
-    how_far = r.sparkSession.createDataFrame(
+    how_far = local_rows(
+        r.sparkSession,
         [(x["queue"], x["partition"], x["reached"]) for x in reached],
         "queue string, partition long, reached long",
     )

@@ -72,6 +72,7 @@ from .base import UNKNOWN, CheckResult, Property
 from .brokers import read_state
 from .exercise import HollowRule, above_zero, fault_seen, no_fault
 from .load import LoadedHistory
+from .spark import local_rows
 
 EXAMPLES = 5
 PROPERTIES = ("share-at-least-once", "share-delivery-limit", "share-redelivery")
@@ -221,8 +222,8 @@ def _last_attempts(
         for e in state.get("events") or ()
         if e.get("event") == LAST_ATTEMPT
     ]
-    logged = history.spark.createDataFrame(
-        where, "topic string, partition long, offset long"
+    logged = local_rows(
+        history.spark, where, "topic string, partition long, offset long"
     ).distinct()
     return deliveries.join(logged, ["topic", "partition", "offset"]).select("id").distinct()
 

@@ -14,6 +14,10 @@ minority's damage from the others.
   that node (a copy taken then, while the broker was down), so what the
   broker wrote to it since is gone; with no copy yet, one is taken now and
   nothing is changed (said so).
+- offset-flip (asked for by name, brokers that lay their logs out in
+  batches): one bit, from bit 31 up, of one batch's base offset,
+  any batch but the file's last: the field no checksum covers. A bitflip
+  lands there now and then by chance; this one always does.
 
 With `--file-restart cluster-crash`, every other node's broker is killed
 too, unchanged, and every node starts at the stop, all at once: a whole
@@ -48,7 +52,7 @@ from typing import IO, Any
 
 from harness.nodes.remote import Remote, RemoteError
 from harness.options import OptionError, option
-from workloads.capabilities import DataFiles, Leaders, PeersSeenDown, supports
+from workloads.capabilities import BatchOffsets, DataFiles, Leaders, PeersSeenDown, supports
 
 from .base import FaultContext, Settings, require
 from .iptables import on_all
@@ -57,7 +61,9 @@ from .targets import TargetOptions
 
 log = logging.getLogger(__name__)
 
-CHANGES = ("bitflip", "truncate", "rollback")
+CHANGES = ("bitflip", "truncate", "rollback", "offset-flip")
+DEFAULT_CHANGES = CHANGES[:3]  # offset-flip only where asked: few brokers can take it
+OFFSET_FLIP = "offset-flip"
 RESTARTS = ("together", "cluster-crash", "changed-first")
 LEADER_WAIT = 60.0  # s: changed-first's wait for a leader among the changed nodes
 SEEN_DOWN_WAIT = 20.0  # s: its wait for the targets to see the unchanged go (PeersSeenDown)
@@ -67,10 +73,11 @@ MAX_FLIPS = 8  # bits flipped per bitflip: enough to break a checksum, few enoug
 @dataclass
 class FileFaultOptions:
     file_faults: list[str] = option(
-        default_factory=lambda: list(CHANGES),
+        default_factory=lambda: list(DEFAULT_CHANGES),
         help="what file-corruption does to a target's file, one at random per fault: "
         "bitflip (a few bits), truncate (cut short), rollback (back to the copy taken at "
-        "the fault's previous stop on that node)",
+        "the fault's previous stop on that node); only if named, offset-flip (a high bit of "
+        "one batch's base offset, which no checksum covers: brokers whose logs are batches)",
         choices=CHANGES,
     )
     file_kinds: list[str] = option(
@@ -103,6 +110,27 @@ def flip_bits(fh: IO[bytes], size: int, rng: random.Random) -> list[dict[str, in
         fh.write(bytes([after]))
         flips.append({"offset": offset, "bit": bit, "before": before, "after": after})
     return flips
+
+
+def flip_offset(
+    fh: IO[bytes], batches: list[tuple[int, int]], rng: random.Random
+) -> dict[str, int]:
+    """Flips one bit, from bit 31 up, of the base offset of one of
+    `batches` ((position, base offset), big-endian int64s) but the last:
+    the batch then claims an offset its segment's index cannot hold, with
+    an intact batch after it. Raises ValueError with fewer than two."""
+    if len(batches) < 2:
+        raise ValueError(f"{len(batches)} whole batch(es): none but the last to change")
+    position, base = rng.choice(batches[:-1])
+    bit = rng.randrange(31, 64)
+    at = position + 7 - bit // 8  # the byte holding the bit
+    fh.seek(at)
+    before = fh.read(1)[0]
+    fh.seek(at)
+    fh.write(bytes([before ^ (1 << (bit % 8))]))
+    flipped = (base ^ (1 << bit)) & (2**64 - 1)
+    to = flipped - 2**64 if flipped >= 2**63 else flipped  # read back as the int64 it is
+    return {"batch": position, "bit": bit, "from": base, "to": to}
 
 
 def cut_short(fh: IO[bytes], size: int, rng: random.Random, keep: int = 0) -> dict[str, int]:
@@ -145,6 +173,16 @@ class FileCorruptionNemesis(_OneNodeFault):
                 f"--file-kinds: {', '.join(unknown)} is not a kind of {db.name}'s files "  # type: ignore[attr-defined]
                 f"(one of {', '.join(db.FILE_KINDS)})"  # type: ignore[attr-defined]
             )
+        if OFFSET_FLIP in settings.of(FileFaultOptions).file_faults:
+            require(
+                db, BatchOffsets, "--file-faults offset-flip", "keep no batch offsets to change"
+            )
+            flippable = set(kinds or db.DEFAULT_FILE_KINDS) & set(db.BATCH_KINDS)  # type: ignore[attr-defined]
+            if not flippable:
+                raise OptionError(
+                    f"--file-faults offset-flip: no kind in --file-kinds holds batches "
+                    f"(one of {', '.join(db.BATCH_KINDS)})"  # type: ignore[attr-defined]
+                )
         if settings.of(FileFaultOptions).file_restart == "changed-first":
             require(db, Leaders, "--file-restart changed-first", "name no leaders")
         super().refuse(db, settings)
@@ -169,7 +207,7 @@ class FileCorruptionNemesis(_OneNodeFault):
         restart: str = "together",
     ):
         super().__init__(db, allowed)
-        self.changes = list(changes or CHANGES)
+        self.changes = list(changes or DEFAULT_CHANGES)
         self.kinds = list(kinds or [])
         self.restart = restart
         # cluster-crash and changed-first: the nodes killed, unchanged, before the targets
@@ -222,7 +260,10 @@ class FileCorruptionNemesis(_OneNodeFault):
     def _files(self, node: Remote, change: str) -> list[tuple[str, str, int]]:
         """The node's files of the kinds that `change` can change."""
         sealed = self._sealed(change)
-        return [f for f in self.db.data_files(node, self.kinds) if f[2] > sealed.get(f[0], 0)]
+        kinds = self.kinds
+        if change == OFFSET_FLIP:
+            kinds = [k for k in kinds if k in self.db.BATCH_KINDS]
+        return [f for f in self.db.data_files(node, kinds) if f[2] > sealed.get(f[0], 0)]
 
     def _sealed(self, change: str) -> dict[str, int]:
         return getattr(self.db, "SEALED_HEADERS", {}) if change == "truncate" else {}
@@ -254,6 +295,11 @@ class FileCorruptionNemesis(_OneNodeFault):
         with node.open_file(path) as fh:
             if change == "bitflip":
                 return {**what, "flips": flip_bits(fh, size, rng)}
+            if change == OFFSET_FLIP:
+                try:
+                    return {**what, **flip_offset(fh, self.db.batch_offsets(kind, fh, size), rng)}
+                except ValueError as e:
+                    return {"change": "none", "kind": kind, "file": path, "why": str(e)}
             return {**what, **cut_short(fh, size, rng, self._sealed(change).get(kind, 0))}
 
     def _snapshot(self, node: Remote, rng: random.Random) -> dict[str, Any]:

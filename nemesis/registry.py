@@ -62,6 +62,12 @@ class NemesisOptions:
     nemesis_overlap: bool = option(
         False, "each fault kind on its own rhythm, so faults of different kinds overlap"
     )
+    nemesis_await_recovery: bool = option(
+        False,
+        "a fault strikes only once every node serves again after the last one (at most "
+        "--recovery-timeout), so a broker slow to restart is never down beside the next "
+        "one struck; the wait goes into the start op",
+    )
     nemesis_profile: str | None = option(
         None,
         f"a named fault mix; options given explicitly win ({profiles_help()})",

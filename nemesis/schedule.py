@@ -3,7 +3,12 @@ interval after it took effect it stops (a partition whose start took 8 s of
 SSH round trips under load still holds a whole interval: the faults that
 lose data need the brokers to notice them, e.g. RabbitMQ's net_ticktime).
 Faults come in random order, each asked-for kind once per round, so a
-short run still sees every kind. With `overlap` (as Jepsen's combined
+short run still sees every kind. With `await_recovery` (ducktape's
+one-broker-at-a-time bounces) a fault strikes only once the cluster serves
+again after the last one: a broker restarted at a stop may take longer to
+serve than an interval (25 s on a slow host), and the next "one node" fault
+would then take a second broker down; how long it waited goes into the
+start op. With `overlap` (as Jepsen's combined
 packages) each kind keeps its own rhythm instead, started a fraction of an
 interval after the previous kind, so a partition can be in place while a
 broker is killed or paused. At the end every fault still
@@ -18,6 +23,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness.history import NEMESIS, HistoryWriter
@@ -28,6 +34,24 @@ from .base import Nemesis
 log = logging.getLogger(__name__)
 
 
+def await_serving(
+    await_cluster: Callable[[float], Any], timeout: float, stop: threading.Event
+) -> Exception | None:
+    """Until `await_cluster` (a DB's: it raises until every node serves)
+    returns, in looks of at most 5 s so that `stop` ends the wait at once;
+    past `timeout` the caller goes on anyway. None once it served (or was
+    stopped), else the last look's error."""
+    deadline = time.monotonic() + timeout
+    while not stop.is_set():
+        try:
+            await_cluster(min(5.0, max(0.5, deadline - time.monotonic())))
+            return None
+        except Exception as e:  # noqa: BLE001 - not serving yet: look again, or give up
+            if time.monotonic() >= deadline:
+                return e
+    return None
+
+
 class Schedule:
     def __init__(
         self,
@@ -36,8 +60,13 @@ class Schedule:
         interval: float = 10.0,
         seed: int | None = None,
         overlap: bool = False,
+        await_recovery: Callable[[float], Any] | None = None,
+        recovery_timeout: float = 120.0,
     ):
         self.faults = faults
+        # the DB's await_cluster(timeout): raises until every node serves
+        self.await_recovery = await_recovery
+        self.recovery_timeout = recovery_timeout
         self.history = history
         self.interval = interval
         self.seed = seed
@@ -100,11 +129,13 @@ class Schedule:
         began = time.monotonic()
         while not self._wait_after(began):
             fault = next(order)
+            recovered = self._recovered()
             began = time.monotonic()
             with self.lock:
                 if self.stop_event.is_set():
                     return
-                self.record(f"start-{fault.name}", functools.partial(fault.start, self.rng))
+                start = functools.partial(self._start, fault, self.rng, recovered)
+                self.record(f"start-{fault.name}", start)
                 self._in_effect(fault)
             if fault.instant:
                 continue
@@ -113,6 +144,25 @@ class Schedule:
             began = time.monotonic()
             with self.lock:
                 self._stop(fault)
+
+    def _recovered(self) -> dict[str, Any] | None:
+        """With `await_recovery`: waits until the cluster serves again (the
+        end of the main phase cuts it off), at most the recovery timeout;
+        says how long it took, or that it did not."""
+        if self.await_recovery is None:
+            return None
+        began = time.monotonic()
+        error = await_serving(self.await_recovery, self.recovery_timeout, self.stop_event)
+        waited = round(time.monotonic() - began, 1)
+        if error is None:
+            return {"recovered-after": waited}
+        log.warning("nemesis: the cluster did not recover before the next fault: %s", error)
+        return {"not-recovered-after": waited}
+
+    @staticmethod
+    def _start(fault: Nemesis, rng: random.Random, recovered: dict[str, Any] | None) -> Any:
+        value = fault.start(rng)
+        return {**value, **recovered} if recovered and isinstance(value, dict) else value
 
     def _run_one(self, k: int, fault: Nemesis) -> None:
         """One kind's own rhythm (overlap): it starts k/n of an interval after

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from workloads.capabilities import RollingUpgrade as Upgradable
 
-from .schedule import Schedule
+from .schedule import Schedule, await_serving
 
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
@@ -70,15 +70,9 @@ class RollingUpgrade:
         """Until every node serves, in short waits so a stop ends it at once;
         after `sync_timeout` the upgrade goes on anyway (a fault may hold a
         node down that long)."""
-        deadline = time.monotonic() + self.sync_timeout
-        while not self.stop_event.is_set():
-            try:
-                self.db.await_cluster(5.0)
-                return
-            except Exception as e:  # noqa: BLE001 - not yet
-                if time.monotonic() > deadline:
-                    log.info("rolling upgrade goes on without a whole cluster: %s", e)
-                    return
+        error = await_serving(self.db.await_cluster, self.sync_timeout, self.stop_event)
+        if error is not None:
+            log.info("rolling upgrade goes on without a whole cluster: %s", error)
 
     def _await_in_sync(self, node: Remote) -> dict[str, Any]:
         """Until the node is back in sync, for up to `sync_timeout` of time
@@ -90,7 +84,7 @@ class RollingUpgrade:
         quiet_left = self.sync_timeout
         start = time.monotonic()
         give_up = start + STEP_WAIT_TIMEOUTS * self.sync_timeout
-        under_fault, started_again = 0.0, 0
+        under_fault, started_again = 0.0, []
         while True:
             faulted, begun = bool(self.schedule.active_names), self.schedule.faults_begun
             began = time.monotonic()
@@ -107,7 +101,7 @@ class RollingUpgrade:
                 break
             if quiet_left <= 0 or time.monotonic() >= give_up:
                 break
-            started_again += self._start_if_it_died(node)
+            started_again += self._start_ended()
         waited = time.monotonic() - start
         again = {"started-again": started_again} if started_again else {}
         return {
@@ -117,18 +111,25 @@ class RollingUpgrade:
             **again,
         }
 
-    def _start_if_it_died(self, node: Remote) -> bool:
-        """The node's broker ended by itself while no fault is in effect (a
-        fault's own stop restarts what it struck): started again, as a
-        rollout restarts a node that failed to come up. RabbitMQ 3.10 exits
-        at boot when a peer drops out of its feature-flag check: a CI run's
-        partition cut one off just then, and the node stayed down for good."""
+    def _start_ended(self) -> list[str]:
+        """The nodes whose brokers ended by themselves while no fault is in
+        effect (a fault's own stop restarts what it struck): started again,
+        as a rollout (or its operator) restarts a node that failed to come
+        up; the next step waits for every node, not only the one upgraded.
+        RabbitMQ 3.10 gives up a boot when a peer drops out of its
+        feature-flag check: a CI run's partition cut one off just then, and
+        the node stayed down for good (its VM exited after the upgrade's
+        start; or, after a pause_minority pause, lived on serving nothing)."""
+        started = []
         with self.schedule.lock:
-            if self.schedule.active_names or self.db.pid(node) is not None:
-                return False
-            log.info("%s: its broker ended after the upgrade: started again", node.name)
-            self.db.start(node)
-            return True
+            for node in self.nodes:
+                if self.schedule.active_names or not self.db.ended(node):
+                    continue
+                log.info("%s: its broker ended during the upgrade: started again", node.name)
+                self.db.kill(node)  # a VM that gave up its broker; none when it exited
+                self.db.start(node)
+                started.append(node.name)
+        return started
 
     def _read_finalized(self) -> dict[str, Any]:
         """The finalized levels, asked again while a fault keeps the asked

@@ -44,13 +44,15 @@ VERDICT = {
 
 def example_subject(ex: dict[str, Any]) -> str:
     """What an anomaly's example is about: an id, several ids (offset
-    anomalies), a partition (ownership), or a cycle of txns."""
+    anomalies), a partition (ownership's: its queue and number; the
+    brokers' cross-check's: already "topic/number"), or a cycle of txns."""
     if "id" in ex:
         return f"id {ex['id']}"
     if "ids" in ex:
         return "ids " + "/".join(map(str, ex["ids"]))
     if "partition" in ex:
-        return f"partition {ex['queue']}/{ex['partition']}"
+        queue = f"{ex['queue']}/" if "queue" in ex else ""
+        return f"partition {queue}{ex['partition']}"
     return "txns"
 
 

@@ -35,7 +35,9 @@ def own_cluster(tmp_path_factory, subnet: str, bridge: str, prefix: str, nodes: 
 @contextmanager
 def db_on_own_cluster(tmp_path_factory, make_db, subnet: str, bridge: str, prefix: str):
     """A broker (`make_db(nodes)`) set up on an own cluster; torn down on every
-    node at the end, also when its set-up failed."""
+    node at the end, also when its set-up failed. Each node's logs are kept
+    first (in the `<prefix>logs` temporary directory): the teardown removes
+    them with the node's data, and a failure's cause is in them."""
     with own_cluster(tmp_path_factory, subnet, bridge, prefix) as cluster:
         nodes = [Remote(s) for s in cluster.up()]
         db = make_db(nodes)
@@ -43,7 +45,9 @@ def db_on_own_cluster(tmp_path_factory, make_db, subnet: str, bridge: str, prefi
             db.setup()
             yield db
         finally:
+            logs = tmp_path_factory.mktemp(f"{prefix}logs")
             for node in nodes:
+                db.collect_logs(node, logs / node.name)
                 db.teardown(node)
 
 
@@ -92,18 +96,33 @@ def running_history(store) -> Path | None:
     return max(found, key=lambda p: p.parent.name, default=None)
 
 
-def wait_for_op(store, f, timeout=120):
-    """Until the running test's history shows `f` done (its second, valued line)."""
-    deadline = time.monotonic() + timeout
+def wait_for_op(store, f, proc=None, timeout=120, setup_timeout=900, also=None):
+    """Until the running test's history shows `f` done (its second, valued
+    line), and with `also` (a predicate on an op) one op it holds for too,
+    at most `timeout` seconds into its main phase (its first op): the
+    set-up before it took 72 s on an idle machine and over 115 s in a loaded
+    CI run, and is not what is waited for. Fails at once, with the harness's
+    output, if `proc` (start_test_cli's) exits first."""
+    deadline = time.monotonic() + setup_timeout
+    began = None  # when the history's first op was seen
     while time.monotonic() < deadline:
         history = running_history(store)
-        if history is not None:
-            for line in history.read_text().splitlines():
-                op = json.loads(line) if line.endswith("}") else {}
-                if op.get("f") == f and op.get("value"):
-                    return history
+        lines = history.read_text().splitlines() if history is not None else []
+        if lines and began is None:
+            began = time.monotonic()
+            deadline = began + timeout
+        ops = [json.loads(line) for line in lines if line.endswith("}")]
+        if any(op.get("f") == f and op.get("value") for op in ops) and (
+            also is None or any(also(op) for op in ops)
+        ):
+            return history
+        if proc is not None and proc.poll() is not None:
+            said = (Path(store).parent / "cli.log").read_text()[-2000:]
+            raise AssertionError(f"the harness exited {proc.returncode} before {f}: {said}")
         time.sleep(0.3)
-    raise AssertionError(f"{f} never happened")
+    if began is None:
+        raise AssertionError(f"no op within {setup_timeout} s of set-up, so no {f}")
+    raise AssertionError(f"{f} (and `also`) never happened within {timeout} s of the main phase")
 
 
 def processes_under(path) -> list[int]:

@@ -7,6 +7,7 @@ the harness's warnings, the brokers' last errors)."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,8 @@ WIDTH = 220
 BROKER_LOGS = ("server.log", "console.out", "nats.log", "rabbit@*.log", "erl_crash.dump")
 OWN_LOGGERS = ("harness.", "workloads.", "nemesis.", "checkers.")
 ALARMS = (" ERROR ", " FATAL ", "[ERR]", "[FTL]", "[error]", "Exception", "Slogan:")
+# the empty line an Erlang log entry of several lines leaves after its pid
+BARE_PID = re.compile(r"<\d+\.\d+\.\d+>\s*$")
 
 
 def clip(text: str) -> str:
@@ -60,7 +63,7 @@ def log_alarms(path: Path, most: int, keep=lambda line: True) -> list[str]:
     except OSError:
         return []
     hits = [line for line in lines if any(a in line for a in ALARMS + (" WARNING ",))]
-    hits = [line for line in hits if keep(line)]
+    hits = [line for line in hits if keep(line) and not BARE_PID.search(line)]
     return [f"  {path.parent.name}/{path.name}: {clip(line)}" for line in hits[-most:]]
 
 
@@ -70,14 +73,38 @@ def ours(line: str) -> bool:
     return len(words) > 3 and words[3].startswith(OWN_LOGGERS)
 
 
+def outline(run: Path) -> str:
+    """One line: how the run recovered and whether its final read got to the
+    end (what decides whether a loss is proven), with its first unfinished drain."""
+    try:
+        recovery = json.loads((run / "stats.json").read_text()).get("recovery", "?")
+    except (OSError, ValueError):
+        recovery = "? (no stats.json)"
+    drains, unfinished = Counter(), ""
+    with (run / "history.jsonl").open() as f:
+        for line in f:
+            if '"drain"' not in line:
+                continue
+            try:
+                op = json.loads(line)
+            except ValueError:
+                continue
+            drains[op.get("type")] += 1
+            if op.get("type") in ("fail", "info") and not unfinished:
+                unfinished = f"; first unfinished: {op.get('node')} {op.get('error')}"
+    read = f"drains {drains['ok']} ok of {drains['invoke']}{unfinished}"
+    return clip(f"{run.parent.name}: recovery {recovery}; {read}")
+
+
 def digest(root: Path) -> str:
-    """The digest of every run under `root` (at most a few), "" if none."""
-    parts = []
-    runs = sorted({h.resolve() for h in root.rglob("history.jsonl")})  # "latest" links too
-    for history in runs[:MOST_RUNS]:
-        run = history.parent
+    """The digest of every run under `root` (at most a few), "" if none:
+    each run's outline first (CI's output may keep only the start), then
+    each run's faults, ops and logs."""
+    runs = sorted({h.resolve().parent for h in root.rglob("history.jsonl")})  # "latest" too
+    parts = [outline(run) for run in runs[:MOST_RUNS]]
+    for run in runs[:MOST_RUNS]:
         parts.append(f"run {run}")
-        parts += history_lines(history)
+        parts += history_lines(run / "history.jsonl")
         parts += log_alarms(run / "harness.log", 15, ours)
         for node in sorted((run / "nodes").glob("*")):
             for pattern in BROKER_LOGS:

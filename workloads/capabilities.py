@@ -13,7 +13,7 @@ instance through the protocol's methods, never by probing names.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -128,6 +128,19 @@ class DataFiles(Protocol):
 
 
 @runtime_checkable
+class BatchOffsets(Protocol):
+    """Brokers whose log files give each batch's position in a field no
+    checksum covers (Kafka: a record batch's base offset, outside its CRC):
+    file-corruption's offset-flip changes one. The class names the kinds of
+    its files laid out so, `BATCH_KINDS`."""
+
+    def batch_offsets(self, kind: str, fh: IO[bytes], size: int) -> list[tuple[int, int]]:
+        """(position in the file, base offset) of each whole batch of the
+        open file of `kind` (`size` bytes), in file order."""
+        ...
+
+
+@runtime_checkable
 class ReplicationPort(Protocol):
     """Brokers that replicate on a port of their own, apart from their
     controllers' (--partition-shapes isolate-primary-data cuts it alone)."""
@@ -177,8 +190,13 @@ class RollingUpgrade(Protocol):
         returns what it did (node, from, to)."""
         ...
 
-    def pid(self, node: Remote) -> int | None:
-        """The node's broker process, None when it is not running."""
+    def ended(self, node: Remote) -> bool:
+        """The node's broker is down for good until someone starts it (no
+        process; RabbitMQ: a VM whose broker's boot failed)."""
+        ...
+
+    def kill(self, node: Remote) -> bool:
+        """SIGKILL of the node's broker process; False if none ran."""
         ...
 
     def start(self, node: Remote) -> None:

@@ -28,7 +28,8 @@ class Client(Protocol):
 
     def open(self) -> None:
         """Connects (idempotent); raises if the broker cannot be reached. The
-        drain opens its clients first, so a connect failure is no drain op."""
+        drain opens its clients first: one never connected gets one drain op,
+        unfinished, naming why (harness/run/final.py)."""
 
     def invoke(self, op: Op) -> Op:
         """Performs `op` (an invoke) and returns its completion (ok/fail/info).

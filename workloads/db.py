@@ -66,6 +66,9 @@ def first_answer(nodes: list[Remote], ask: Callable[[Remote], T]) -> T:
     raise error
 
 
+TAIL_MARK = "--- queuecheck: the log's last lines ---"  # between log_tail's two reads
+
+
 class PidfileProcess:
     """Signals by the pid `pid(node)` reads from the node's pidfile, never by
     name, and only while that pid is still the process we started: it runs
@@ -101,6 +104,11 @@ class PidfileProcess:
         )
         return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
 
+    def ended(self, node: Remote) -> bool:
+        """The node's broker is down for good until someone starts it: here,
+        no process of ours runs."""
+        return self.pid(node) is None
+
     def signal(self, node: Remote, sig: str) -> bool:
         pid = self.pid(node)
         if pid:
@@ -113,13 +121,18 @@ class PidfileProcess:
         if pid is None:
             return False
         # bounded by wall time (`timeout`), not by a count of sleeps: a loaded
-        # machine stretches every iteration. A zombie is gone enough: its files
-        # and ports are closed at exit, and its reaper may be slow (this
-        # machine's init reaped 1.6 s after the kill, every kill and teardown)
+        # machine stretches every iteration. A zombie is gone enough once it is
+        # its last thread: the files and ports close as the last one exits, and
+        # the reaper may be slow (this machine's init reaped 1.6 s after the
+        # kill). A zombie leader alone is not: the JVM's main thread exits
+        # first, and a hundred others may still hold the data dir's lock
+        gone = (
+            f'grep -qs "^State:.Z" /proc/{pid}/status '
+            f"&& [ $(ls /proc/{pid}/task 2>/dev/null | wc -l) -le 1 ]"
+        )
         node.run(
             f"kill -KILL {pid}; timeout 20 sh -c "
-            f'\'while kill -0 {pid} 2>/dev/null && ! grep -qs "^State:.Z" /proc/{pid}/status; '
-            "do sleep 0.1; done'",
+            f"'while kill -0 {pid} 2>/dev/null && ! {{ {gone}; }}; do sleep 0.1; done'",
             check=False,
             timeout=40,
         ).check()
@@ -143,15 +156,27 @@ class PidfileProcess:
         r = node.run(f"grep -cF -- {q(text)} {q(self.ready_log(node))}", check=False, timeout=10)
         return int(r.out.strip()) if r.out.strip().isdigit() else 0
 
+    # How the brokers' logs mark an error line (log4j, Erlang's logger, NATS's)
+    ERROR_MARKS = r"ERROR|FATAL|\[error\]|\[critical\]|\[ERR\]|\[FTL\]"
+
     def log_tail(self, node: Remote) -> str:
-        """The last lines of its log and console on one line, for an error."""
+        """Its log's last two error lines, then the last lines of its log and
+        console, on one line, for an error: a broker that refuses to start
+        ends its log with a stack trace, and the lines before it say why."""
         q = shlex.quote
-        console = f"{self.dir(node)}/log/console.out"
+        log = q(self.ready_log(node))
+        console = q(f"{self.dir(node)}/log/console.out")
+        errors = f"grep -aE {q(self.ERROR_MARKS)} {log} | tail -n 2 | cut -c1-400"
         try:
-            r = node.run(f"tail -n 4 {q(self.ready_log(node))} {q(console)}", check=False)
+            r = node.run(f"{errors}; echo {q(TAIL_MARK)}; tail -n 4 {log} {console}", check=False)
         except RemoteError as e:
             return f"(unreachable: {e})"
-        return " | ".join(ln for ln in (r.out + r.err).splitlines() if ln.strip())[-1200:]
+        said, _, tail = r.out.partition(f"{TAIL_MARK}\n")
+
+        def one_line(text: str) -> str:
+            return " | ".join(ln for ln in text.splitlines() if ln.strip())
+
+        return " | ".join(x for x in (one_line(said), one_line(tail + r.err)[-1200:]) if x)
 
     def await_logged(self, node: Remote, mark: int, timeout: float, what: str) -> None:
         """Until the broker (`what`), alive, logged READY_LINE more than the

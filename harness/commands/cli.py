@@ -60,6 +60,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             spark_conf=spark.conf(),
             use_sidecar=not args.no_sidecar,
             on_step=progress.step,
+            checks_once=True,
         )
     write_results(doc, out)
     print_verdict(doc, stats=run.read_stats())  # a run's stats, beside its history

@@ -360,6 +360,11 @@ class LocalCluster(NodeLayout):
                     "MaxSessions 100",
                     "MaxStartups 100:30:200",
                     "ClientAliveInterval 5",
+                    # sshd runs each command as `bash -c`, which reads ~/.bashrc
+                    # when not nested (Debian's SSH_SOURCE_BASHRC): the host's
+                    # own shell set-up is no node's, and this machine's (pyenv
+                    # init) cost 0.25 CPU-s per command
+                    "SetEnv SHLVL=1",
                     "Subsystem sftp internal-sftp",
                     "",
                 ]

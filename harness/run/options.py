@@ -107,6 +107,10 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
         # drain, so whatever the brokers drop meanwhile is missing from it.
         if not 0 < self.producers <= self.concurrency:
             raise OptionError(f"--producers: must be in 1..{self.concurrency}")
+        if self.nemesis_await_recovery and self.nemesis_overlap:
+            raise OptionError(
+                "--nemesis-await-recovery: the faults of --nemesis-overlap overlap by design"
+            )
         if self.producers == self.concurrency and self.sink:
             raise OptionError("--sink: needs consumers (--producers below --concurrency)")
         system = SYSTEMS[self.system]

@@ -13,6 +13,9 @@ ratio. Both do the whole work: delivery counts and the offset checks (Spark:
 checkers/delivery.py and checkers/offsets.py; the baseline: one read with
 dicts and sorted lists, tests/bench/inmemory.py and inmemory_offsets.py).
 They must report the same counts, or the benchmark says so and exits 1.
+A hostile shape (tests/bench/hostile_history.py) measured beside its
+orderly twin in the same run may cost a check at most DISORDER_BOUND times
+the twin's, or it exits 1 too.
 """
 
 from __future__ import annotations
@@ -234,20 +237,25 @@ def bare_copy(path: Path) -> Path:
 def run_one(kind: str, path: Path) -> dict:
     """Runs inside the measured child process."""
     if kind.startswith("spark"):
+        from checkers.base import run_checkers
         from checkers.delivery import DeliveryChecker
         from checkers.load import load_history
         from checkers.offsets import OffsetChecker
-        from checkers.spark import spark_session
+        from checkers.spark import checkers_at_once, spark_session
 
-        spark = spark_session(input_bytes=path.stat().st_size)
+        # as `queuecheck check` starts Spark and runs its checkers
+        size = path.stat().st_size
+        spark = spark_session(input_bytes=size, checks_once=True)
         if kind == "spark-converted":
             history = load_history(spark, bare_copy(path), convert_above=0)
         else:
             history = load_history(spark, path, use_sidecar=kind == "spark-sidecar")
-        delivery = DeliveryChecker().check(history, {})
-        offsets = OffsetChecker().check(history, {})
+        checkers = [DeliveryChecker(), OffsetChecker()]
+        result = run_checkers(checkers, history, {}, at_once=checkers_at_once(size))
         spark.stop()
-        return {**delivery.counts, **offsets.counts}
+        if result.errors:
+            raise SystemExit(f"a checker failed: {result.errors}")
+        return result.counts
     if kind == "floor":
         from tests.bench.orjson_floor import delivery_counts
 
@@ -314,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.checker_bench", description=__doc__)
     ap.add_argument("--sizes", default="100k,1m,10m", help="message counts, e.g. 100k,1m,10m")
     ap.add_argument(
-        "--shapes", default="queue,kafka,hostile", help=f"history shapes: {', '.join(SHAPES)}"
+        "--shapes",
+        default="queue,kafka,hostile,hostile-orderly",
+        help=f"history shapes: {', '.join(SHAPES)}",
     )
     ap.add_argument("--dir", default=".state/bench", help="where generated histories are cached")
     ap.add_argument(
@@ -365,9 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"--shapes: unknown shape {unknown[0]!r}; known: {', '.join(SHAPES)}")
     cases = [(shape, parse_size(s)) for s in args.sizes.split(",") for shape in shapes]
+    walls: dict[tuple[str, int, str], float] = {}
     for shape, size in cases:
         path = ensure_history(size, root, shape, with_sidecar="spark-sidecar" in kinds)
         runs = {k: measure(k, path, cap) for k in kinds}
+        walls.update({(shape, size, k): r["wall"] for k, r in runs.items() if "error" not in r})
         for k, r in runs.items():
             console.print(
                 f"{shape:>5} {size:>12,} {k:>13}: {r['wall']:.1f} s, "
@@ -411,6 +423,38 @@ def main(argv: list[str] | None = None) -> int:
         planted = json.loads(path.with_suffix(".planted.json").read_text())
         console.print(f"planted {planted}; found {counts[0] if counts else None}")
     console.print(table)
+    return max(status, disorder_cost(walls, console))
+
+
+# A hostile history may cost a check at most this many times its orderly
+# twin (issue: the cost grows with the messages, not with their disorder).
+DISORDER_BOUND = 3.0
+
+
+def disorder_cost(walls: dict[tuple[str, int, str], float], console: Console) -> int:
+    """Each hostile shape's check beside its orderly twin's, measured in this
+    run: their ratio, and 1 if one is above DISORDER_BOUND."""
+    table = Table(title=f"what disorder costs (bound {DISORDER_BOUND:g}x)")
+    for col in ("shape", "messages", "checker", "hostile", "orderly twin", "hostile / orderly"):
+        table.add_column(col, justify="right")
+    status = 0
+    for (shape, size, kind), wall in walls.items():
+        twin = walls.get((f"{shape}-orderly", size, kind))
+        if shape not in HOSTILE or twin is None or kind in NO_COUNTS + ("inmemory",):
+            continue
+        ratio = wall / twin
+        over = ratio > DISORDER_BOUND
+        status = max(status, int(over))
+        table.add_row(
+            shape,
+            f"{size:,}",
+            kind,
+            f"{wall:.1f} s",
+            f"{twin:.1f} s",
+            f"[red]{ratio:.2f}x[/]" if over else f"{ratio:.2f}x",
+        )
+    if table.row_count:
+        console.print(table)
     return status
 
 

@@ -245,11 +245,13 @@ def test_state_not_read_or_unreadable_is_unknown_never_a_guess(spark, tmp_path):
 
 
 def test_acknowledged_on_a_side_autoheal_threw_away(spark, tmp_path):
-    """n3's log: it lost a peer at 0.5 us and again at 2.5 us into the
-    history, and autoheal restarted it at 8.5 us; n2 promoted its mirror of
-    q (so q is mirrored). Of what n3 confirmed from its last loss of a peer
-    to its restart, id 2 was never read (id 3 was); id 1 (before), id 4 (on
-    n1, never restarted) and id 5 (after) are not that side's."""
+    """n3's log: it lost n1 at 0.5 us into the history and saw it again at
+    1.5 us; it lost n1 again at 2.5 us, then n2, which flapped (up, down, up)
+    as the cut healed, saw n1 up at 8.4 us, and autoheal restarted it at
+    8.5 us; n2 promoted its mirror of q (so q is mirrored). Of what n3
+    confirmed from the start of its last cut (2.5 us) to its restart, id 2
+    was never read (id 3 was); id 1 (an earlier cut, healed), id 4 (on n1,
+    never restarted) and id 5 (after) are not that side's."""
     b = Builder()
     for i, node in ((1, "n3"), (2, "n3"), (3, "n3"), (4, "n1"), (5, "n3")):
         b.invoke(0, "send", {"msgs": [{"id": i, "queue": "q"}]})
@@ -262,9 +264,15 @@ def test_acknowledged_on_a_side_autoheal_threw_away(spark, tmp_path):
     t0 = 1000.0
     events = [
         {"node": "n3", "at": t0 + 0.5e-6, "event": "peer-down", "peer": "n1"},
+        {"node": "n3", "at": t0 + 1.5e-6, "event": "peer-up", "peer": "n1"},
         {"node": "n3", "at": t0 + 2.5e-6, "event": "peer-down", "peer": "n1"},
         {"node": "n2", "at": t0 + 2.6e-6, "event": "promoted", "queue": "q"},
+        {"node": "n3", "at": t0 + 2.7e-6, "event": "peer-down", "peer": "n2"},
         {"node": "n1", "at": t0 + 3.5e-6, "event": "peer-down", "peer": "n3"},
+        {"node": "n3", "at": t0 + 8.1e-6, "event": "peer-up", "peer": "n2"},
+        {"node": "n3", "at": t0 + 8.2e-6, "event": "peer-down", "peer": "n2"},
+        {"node": "n3", "at": t0 + 8.3e-6, "event": "peer-up", "peer": "n2"},
+        {"node": "n3", "at": t0 + 8.4e-6, "event": "peer-up", "peer": "n1"},
         {"node": "n3", "at": t0 + 8.5e-6, "event": "autoheal-restart", "winner": "n2"},
     ]
     doc = {"system": "rabbitmq", "unreadable": {}, "events": events, "history_started_unix": t0}
@@ -274,6 +282,10 @@ def test_acknowledged_on_a_side_autoheal_threw_away(spark, tmp_path):
     assert result.counts["acked-on-discarded-side"] == 1
     (ex,) = result.anomalies["acked-on-discarded-side"]["examples"]
     assert (ex["id"], ex["indexes"], ex["node"], ex["queue"]) == (2, [3], "n3", "q")
+    # without the first cut's heal, one cut from 0.5 us: id 1 is that side's too
+    unhealed = [e for e in events if e["at"] != t0 + 1.5e-6]
+    run.broker_state.write_text(json.dumps({**doc, "events": unhealed}))
+    assert judge(spark, run).counts["acked-on-discarded-side"] == 2
     # no promotion (not known to be mirrored), or no wall-clock origin: nothing
     unmirrored = [e for e in events if e["event"] != "promoted"]
     for other in ({"events": unmirrored}, {"history_started_unix": None}):

@@ -74,3 +74,53 @@ def test_one_registry_line_brings_a_checker_into_every_report(monkeypatch, tmp_p
     b = make_run(tmp_path, stamp="20260101T000001", counts={"echo": 2})
     cmp = compare([a, b])
     assert cmp.decision == "FAIL" and any("new anomaly echo" in r for r in cmp.reasons())
+
+
+class SlowChecker:
+    """Waits for the others to start: it finishes only if they run at once."""
+
+    properties = ()
+    rules: dict = {}
+    anomalies: dict = {}
+    hollow: dict = {}
+
+    def __init__(self, name: str, started: dict, everyone: int):
+        self.name, self.started, self.everyone = name, started, everyone
+
+    def check(self, history, test) -> CheckResult:
+        import threading
+        import time
+
+        self.started[self.name] = threading.current_thread().name
+        deadline = time.monotonic() + 1
+        while len(self.started) < self.everyone and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if len(self.started) < self.everyone:
+            raise TimeoutError("ran alone")
+        return CheckResult(counts={self.name: 1}, info={"last": self.name})
+
+
+def test_checkers_run_at_once_merge_in_their_order_and_a_failing_one_stays_its_own():
+    started: dict = {}
+    checkers = [SlowChecker("a", started, 2), SlowChecker("b", started, 2), EchoChecker()]
+    steps: list[str] = []
+
+    class Broken(EchoChecker):
+        name = "broken"
+
+        def check(self, history, test):
+            raise RuntimeError("a bug")
+
+    result = run_checkers([*checkers, Broken()], None, {}, steps.append, at_once=2)
+    assert result.errors == ["broken: RuntimeError: a bug"]
+    assert result.counts == {"a": 1, "b": 1, "echo": 1}
+    assert result.info["last"] == "b"  # merged in the checkers' order, not as they ended
+    assert result.properties["echo-free"].valid is False
+    assert steps == ["a, b, echo, broken checkers, 2 at a time"]
+    assert started["a"] != started["b"]  # two threads
+    # one at a time (the default), each named as it starts: the slow ones wait alone
+    started.clear()
+    steps.clear()
+    alone = run_checkers(checkers[:2], None, {}, steps.append)
+    assert steps == ["a checker", "b checker"]
+    assert "a: TimeoutError: ran alone" in alone.errors

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import random
+import struct
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,12 +16,14 @@ import pytest
 
 from harness.options import OptionError
 from nemesis.base import Settings
-from nemesis.file_corruption import FileCorruptionNemesis, cut_short, flip_bits
+from nemesis.file_corruption import FileCorruptionNemesis, cut_short, flip_bits, flip_offset
 from tests.here import Here
 from workloads.db import files_of_kinds
 from workloads.kafka.db import Kafka
 from workloads.kafka.existing import ExistingKafka
+from workloads.kafka.files import BATCH_HEAD, batch_offsets
 from workloads.kafka.files import file_kind as kafka_kind
+from workloads.rabbitmq.db import RabbitMQ
 from workloads.rabbitmq.files import file_kind as rabbit_kind
 
 
@@ -47,6 +50,11 @@ class ScratchBroker:
     def scratch(self, node):
         return str(self.root / "scratch")
 
+    BATCH_KINDS = ("log",)
+
+    def batch_offsets(self, kind, fh, size):
+        return batch_offsets(fh, size)
+
 
 def segment(root: Path, data: bytes) -> Path:
     path = root / "data" / "t-0" / "00000000000000000000.log"
@@ -68,6 +76,66 @@ def test_a_bitflip_changes_one_bit_at_each_offset_it_records(tmp_path):
     for f in flips:
         assert original[f["offset"]] ^ changed[f["offset"]] == 1 << f["bit"]
         assert (f["before"], f["after"]) == (original[f["offset"]], changed[f["offset"]])
+
+
+def batches(*bases: int, tail: bytes = b"") -> bytes:
+    """Kafka-shaped batches: each its base offset, its length and that many
+    bytes of body (the CRC-covered rest, here filler)."""
+    out = b""
+    for i, base in enumerate(bases):
+        body = bytes([65 + i]) * (20 + i)
+        out += BATCH_HEAD.pack(base, len(body)) + body
+    return out + tail
+
+
+def test_kafka_batches_are_read_header_by_header_and_a_torn_tail_ends_them(tmp_path):
+    path = tmp_path / "f"
+    data = batches(0, 100, 250, tail=BATCH_HEAD.pack(300, 50) + b"short")
+    path.write_bytes(data)
+    with open(path, "rb") as fh:
+        found = batch_offsets(fh, len(data))
+    assert found == [(0, 0), (32, 100), (65, 250)]  # 12-byte heads, bodies of 20, 21, 22
+    with open(path, "rb") as fh:
+        assert batch_offsets(fh, 40) == [(0, 0)]  # the second batch past `size`: torn
+
+
+def test_an_offset_flip_changes_one_high_bit_of_a_base_offset_never_the_last(tmp_path):
+    path = tmp_path / "f"
+    original = batches(0, 100, 250, 400)
+    path.write_bytes(original)
+    bits, struck = set(), set()
+    for seed in range(60):
+        path.write_bytes(original)
+        with open(path, "r+b") as fh:
+            flip = flip_offset(fh, batch_offsets(fh, len(original)), random.Random(seed))
+        with open(path, "rb") as fh:
+            after = dict(batch_offsets(fh, len(original)))
+        as_int64 = struct.unpack(">q", struct.pack(">Q", flip["from"] ^ (1 << flip["bit"])))[0]
+        assert after[flip["batch"]] == flip["to"] == as_int64
+        changed = path.read_bytes()
+        differ = [i for i in range(len(original)) if original[i] != changed[i]]
+        assert len(differ) == 1 and flip["batch"] <= differ[0] < flip["batch"] + 8
+        bits.add(flip["bit"])
+        struck.add(flip["batch"])
+    assert min(bits) == 31 and max(bits) >= 60 and struck == {0, 32, 65}  # not 99, the last
+    with open(path, "r+b") as fh, pytest.raises(ValueError, match="none but the last"):
+        flip_offset(fh, [(0, 0)], random.Random(1))
+
+
+def test_an_offset_flip_round_records_the_batch_and_says_when_there_is_none(tmp_path):
+    broker = ScratchBroker(tmp_path)
+    path = segment(tmp_path, batches(7, 9))
+    fault = FileCorruptionNemesis(broker, ["offset-flip"], ["log"])
+    started, _ = run_round(fault, 1)
+    (change,) = started["changes"]
+    assert change["change"] == "offset-flip" and change["batch"] == 0 and change["from"] == 7
+    with open(path, "rb") as fh:
+        assert batch_offsets(fh, path.stat().st_size)[0][1] == change["to"]
+    path.write_bytes(batches(7))  # one batch: only the last, which the fault leaves alone
+    started, _ = run_round(fault, 2)
+    (change,) = started["changes"]
+    assert change["change"] == "none" and "none but the last" in change["why"]
+    assert path.read_bytes() == batches(7)
 
 
 def test_a_truncate_cuts_the_file_to_the_length_it_records(tmp_path):
@@ -215,6 +283,16 @@ def test_an_unknown_file_kind_is_refused_by_name():
     with pytest.raises(OptionError, match=r"--file-kinds: wal is not a kind of kafka's files"):
         FileCorruptionNemesis.refuse(Kafka, settings(file_kinds=["log", "wal"]))
     FileCorruptionNemesis.refuse(Kafka, settings(file_kinds=["log", "quorum-state"]))
+
+
+def test_an_offset_flip_needs_batches_in_the_kinds_it_may_change():
+    FileCorruptionNemesis.refuse(Kafka, settings(file_faults=["offset-flip"], file_kinds=[]))
+    with pytest.raises(OptionError, match=r"--file-faults offset-flip: no kind in --file-kinds"):
+        FileCorruptionNemesis.refuse(
+            Kafka, settings(file_faults=["offset-flip"], file_kinds=["index"])
+        )
+    with pytest.raises(OptionError, match=r"--file-faults offset-flip: rabbitmq's brokers"):
+        FileCorruptionNemesis.refuse(RabbitMQ, settings(file_faults=["offset-flip"], file_kinds=[]))
 
 
 def test_a_cluster_the_tool_did_not_make_is_refused():

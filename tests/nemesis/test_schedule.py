@@ -126,6 +126,73 @@ def test_a_slow_start_still_holds_the_fault_a_whole_interval(tmp_path):
     assert (stopping["time"] - in_effect["time"]) / 1e9 >= 0.095
 
 
+class RestartingCluster:
+    """A cluster whose struck broker serves again `takes` s after its fault's
+    stop (a slow restart), as await_cluster sees it: it raises until then."""
+
+    def __init__(self, takes):
+        self.takes = takes
+        self.back_at = 0.0
+
+    def stopped(self):
+        self.back_at = time.monotonic() + self.takes
+
+    def await_cluster(self, timeout):
+        if time.monotonic() < self.back_at:
+            time.sleep(min(timeout, self.back_at - time.monotonic()))
+            raise RuntimeError("n3 not among the unfenced brokers")
+
+
+class RestartedFault(Fault):
+    def __init__(self, name, cluster):
+        super().__init__(name)
+        self.cluster = cluster
+
+    def stop(self):
+        self.cluster.stopped()
+        return super().stop()
+
+
+def run_awaiting_recovery(tmp_path, cluster, seconds, recovery_timeout):
+    """Kills at a 0.05 s interval on `cluster`, each awaiting its recovery."""
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as h:
+        sched = Schedule(
+            [RestartedFault("kill", cluster)],
+            h,
+            interval=0.05,
+            seed=1,
+            await_recovery=cluster.await_cluster,
+            recovery_timeout=recovery_timeout,
+        )
+        sched.start()
+        time.sleep(seconds)
+        sched.heal()
+    return list(read_history(path))
+
+
+def test_with_await_recovery_a_fault_waits_until_the_last_one_s_broker_serves(tmp_path):
+    """A restart slower than the interval (0.5 s against 0.05 s): without
+    the wait the next fault strikes while the last one's broker is still
+    down; with it, each start comes only once the cluster serves, later than
+    the last stop by the restart at least, and says how long it waited."""
+    ops = run_awaiting_recovery(tmp_path, RestartingCluster(takes=0.5), 1.5, recovery_timeout=10)
+    done = [op for op in ops if op["value"] is not None]
+    starts = [op for op in done if op["f"] == "start-kill"]
+    assert 2 <= len(starts) <= 3  # 0.6 s a cycle: without the wait about 15
+    assert starts[0]["value"]["recovered-after"] == 0.0  # nothing to wait for yet
+    assert all(op["value"]["recovered-after"] >= 0.4 for op in starts[1:])
+    for stop, start in zip([op for op in done if op["f"] == "stop-kill"], starts[1:], strict=False):
+        assert (start["time"] - stop["time"]) / 1e9 >= 0.45
+
+
+def test_a_cluster_that_never_recovers_is_struck_anyway_after_the_recovery_timeout(tmp_path):
+    ops = run_awaiting_recovery(tmp_path, RestartingCluster(takes=100), 1.5, recovery_timeout=0.3)
+    starts = [op for op in ops if op["f"] == "start-kill" and op["value"]]
+    assert len(starts) >= 2
+    assert all(op["value"]["not-recovered-after"] >= 0.3 for op in starts[1:])
+
+
 def test_overlapping_kinds_are_active_together_and_the_heal_ends_them_all(tmp_path):
     faults = [Fault("partition"), Fault("kill"), Fault("pause")]
     path = tmp_path / "history.jsonl"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import logging
 import re
 import shlex
 import time
@@ -26,12 +27,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import AT_LEAST_ONE, DEFAULT_STATE, Range, check_values, option
 
 from ..capabilities import (
+    BatchOffsets,
     BrokerState,
     Clocks,
     Controller,
@@ -52,8 +54,10 @@ from .admin import Admin, partition_leaders, quorum_leader, unfenced_brokers
 from .cds import ensure_archive, sharing
 from .coordinators import KafkaCoordinators
 from .dist import DEFAULT_VERSION, ensure_kafka, version_key
-from .files import FILE_KINDS, file_kind
+from .files import BATCH_KINDS, FILE_KINDS, batch_offsets, file_kind
 from .members import KafkaMembers
+
+log = logging.getLogger(__name__)
 
 STARTED = "Kafka Server started"  # KafkaRaftServer's line once broker and controller run
 PORT, CONTROLLER_PORT = 9092, 9093
@@ -205,12 +209,14 @@ class Kafka(
     ReplicationPort,
     BrokerState,
     DataFiles,
+    BatchOffsets,
     LazyData,
     KafkaMembers,
 ):
     name = "kafka"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = ("log",)
+    BATCH_KINDS = BATCH_KINDS
     READY_LINE = STARTED
 
     def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
@@ -280,6 +286,9 @@ class Kafka(
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
         kind_of = functools.partial(file_kind, test_topics=self.test_topics)
         return files_of_kinds(node, self.data(node), kind_of, kinds)
+
+    def batch_offsets(self, kind: str, fh: IO[bytes], size: int) -> list[tuple[int, int]]:
+        return batch_offsets(fh, size) if kind in BATCH_KINDS else []
 
     def scratch(self, node: Remote) -> str:
         return f"{self.dir(node)}/scratch"
@@ -487,13 +496,15 @@ class Kafka(
         # `cmd &` alone (not `cd && cmd &`, a subshell), so $! is java's own pid:
         # setsid and nohup exec without forking.
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in self.launch_env(node).items())
-        node.run(
+        r = node.run(
             f"cd {d} || exit 1; setsid nohup {'env ' + env if env else ''}"
             f"{self.java(node, self.opts.heap)} kafka.Kafka "
             f"{d}/etc/server.properties >> {d}/log/console.out 2>&1 < /dev/null & "
             f"echo $! > {self.pidfile(node)}",
             timeout=20,
         )
+        if r.err.strip():  # the shell's own (a fork refused): the broker's go to console.out
+            log.warning("%s: starting the Kafka broker: %s", node.name, r.err.strip()[:400])
 
     def identity(self, node: Remote) -> str:
         return f"kafka.Kafka {self.dir(node)}/etc/server.properties"

@@ -23,6 +23,18 @@ REPLICATION_CUT_THEN_KILL = {
     **ENQUEUE_THEN_DRAIN,
 }
 
+# REPLICATION_CUT_THEN_KILL with the leader's disk filled instead of a
+# kill: its next write fails with ENOSPC, its only log directory goes
+# offline and it halts, as a kill would stop it (data on lazyfs).
+REPLICATION_CUT_THEN_DISK_FULL = {
+    "nemesis": ["partition", "disk-full"],
+    "fault_targets": ["primaries"],
+    "partition_shapes": ["isolate-primary-data"],
+    "nemesis_overlap": True,  # the disk full half an interval into the cut
+    "nemesis_interval": 20.0,
+    **ENQUEUE_THEN_DRAIN,
+}
+
 # Transactions ending under the faults that end them: the transaction
 # coordinator killed, and a producer inside a transaction fenced by another
 # taking its transactional id.
@@ -284,6 +296,27 @@ FINDINGS = [
         {"at-least-once": True, "per-partition-order": True},
         "the control: each replica fsyncs a write before it counts as in sync, so a "
         "whole-cluster power loss keeps every acknowledged write (at a throughput cost)",
+    ),
+    Finding(
+        Preset(
+            "kafka-acks1-unclean-disk-full",
+            "Kafka acks=1, unclean leader election, data on lazyfs, the leader's "
+            "replication cut, then its disk full",
+            {
+                **REPLICATION_CUT_THEN_DISK_FULL,
+                "system": "kafka",
+                "system_options": {
+                    "acks": "1",
+                    "unclean_leader_election": True,
+                    "lazyfs": True,
+                    "partitions": 1,  # one leader: the disk fills under it alone
+                },
+            },
+        ),
+        {"at-least-once": False},
+        "a leader cut off from its followers acknowledges alone (acks=1) and shrinks its "
+        "in-sync set to itself; its full disk halts it, and unclean election makes a "
+        "follower that lacks everything since the cut the leader",
     ),
     Finding(
         Preset(

@@ -9,12 +9,21 @@ from .db import duration_s
 
 CLAIMS: list[Row] = [
     (
-        lambda c: _kept(c),
+        lambda c: _kept(c) and not _ordered(c),
         ("at-least-once",),
         "NATS 'JetStream': a publish acknowledged by the stream is stored, and a consumer "
         "with explicit acks has a message delivered again until it is acknowledged "
         "('at least once'); a replicated stream keeps serving while a majority of its "
         "replicas do",
+    ),
+    (
+        lambda c: _kept(c) and _ordered(c),
+        ("at-least-once",),
+        "NATS 'JetStream': a publish acknowledged by the stream is stored; NATS 'Ordered "
+        "consumers': 'The library hands you every message in stream order, from your start "
+        "point to the end, as one continuous flow' (it recreates the consumer if it ever "
+        "misses a message; no acks); a replicated stream keeps serving while a majority of "
+        "its replicas do",
     ),
     (
         lambda c: not _kept(c),
@@ -55,14 +64,25 @@ CLAIMS: list[Row] = [
         "lost ack is stored again, the stream cannot tell it from a new one",
     ),
     (
-        lambda c: True,
+        lambda c: not _ordered(c),
         (),
         "no at-most-once claim: a delivery not acknowledged within AckWait (a consumer "
         "that died, a lost ack) is delivered again; the stream's order is judged on the "
         "publishes' acks and the final read of the stream, not on the consumers' reads "
         "(they share one durable consumer, a work queue)",
     ),
+    (
+        lambda c: _ordered(c),
+        (),
+        "no at-most-once claim: every ordered reader reads every message (a log, not a "
+        "queue); the stream's order is judged on the publishes' acks, every reader's reads "
+        "(each a sequence of its own: no skip, no step back) and the final read",
+    ),
 ]
+
+
+def _ordered(c: Config) -> bool:
+    return c.get("consumers") == "ordered"
 
 
 def _kept(c: Config) -> bool:

@@ -2,8 +2,9 @@
 
 A stream is an append-only log with sequence numbers, so a message's
 stream sequence is its offset (the offset checks see the stream as
-partition 0); its consumers here are a work queue: one durable pull
-consumer shared by every consumer process, explicit acks.
+partition 0). Its consumers are, by `--nats-consumers`, a work queue (one
+durable pull consumer shared by every consumer process, explicit acks) or
+readers of the whole stream (each process its own ordered consumer).
 
 - `send`: the op's messages, published at once, each answered by the
   stream's leader once a majority of the replicas stored it (the publish
@@ -22,6 +23,16 @@ consumer shared by every consumer process, explicit acks.
   consumers share the stream); acknowledged once the completion is on disk (`after_recorded`),
   with the double ack (`ack_sync`: the server confirms it). A message not
   acknowledged within AckWait is delivered again, up to MaxDeliver times.
+- `receive`, ordered (`--nats-consumers ordered`): what the process's own
+  ordered consumer (nats-py's: ephemeral, no acks, flow control and idle
+  heartbeats; on a gap in its delivery sequence or missed heartbeats the
+  library makes a new one from the sequence after the last it delivered)
+  pushed since, at most `receive_batch` messages in the order pushed, each
+  at its stream sequence: the offset checks judge every reader's reads as
+  a Kafka consumer's (a skip, a step back). A reader whose connection
+  broke subscribes again from the sequence after the last it handed over,
+  as an application keeping its place would; a crashed one is a new
+  process, which reads from the stream's start.
 - `drain`: final phase; opening it asks the stream's last sequence, then an
   ephemeral consumer of the client's own reads the stream from its first
   sequence, in chunks, up to that one, each message at its sequence (the
@@ -39,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +69,8 @@ log = logging.getLogger(__name__)
 PARTITION = 0  # a stream is one log: the offset checks see it as partition 0
 DRAIN_CHUNK = 1000
 MSG_ID = "Nats-Msg-Id"
+ORDERED = "ordered"
+CONSUMERS = ("durable", ORDERED)
 
 
 def seconds(window: str, flag: str = "--dedupe-window") -> float:
@@ -87,6 +101,14 @@ class NatsQueueOptions:
     max_deliver: int = option(
         0, "MaxDeliver: deliveries of a message at most (0: no limit)", range=Range(0)
     )
+    consumers: str = option(
+        "durable",
+        "how consumer processes read: durable (one durable pull consumer they share, explicit "
+        "acks: a work queue) or ordered (each its own ordered consumer reading the whole "
+        "stream in order, no acks)",
+        choices=CONSUMERS,
+        flag="--nats-consumers",
+    )
     receive_batch: int = option(16, "messages one receive hands over at most", range=AT_LEAST_ONE)
     poll: float = 0.2  # seconds a receive waits for the first message
     # an existing cluster's client credentials ([existing] in the cluster file)
@@ -99,6 +121,11 @@ class NatsQueueOptions:
         if self.dedupe_window != "off":
             seconds(self.dedupe_window)
         if self.max_age != "off":
+            if self.ordered:
+                raise ValueError(
+                    "--nats-consumers ordered: not with --max-age (what MaxAge removes before "
+                    "a reader gets there would read as a skip in its reads)"
+                )
             age = seconds(self.max_age, "--max-age")
             if self.msg_ids and seconds(self.dedupe_window) > age:
                 raise ValueError(
@@ -109,6 +136,10 @@ class NatsQueueOptions:
     @property
     def msg_ids(self) -> bool:
         return self.dedupe_window != "off"
+
+    @property
+    def ordered(self) -> bool:
+        return self.consumers == ORDERED
 
     def credentials(self) -> dict[str, Any]:
         """nats.connect's credentials: none on the tool's own servers."""
@@ -144,8 +175,9 @@ class NatsQueueClient:
         self._loop: EventLoop | None = None
         self._nc: Any = None
         self._js: Any = None
-        self._sub: Any = None  # the durable pull subscription
+        self._sub: Any = None  # the durable pull subscription, or the ordered push one
         self._held: list[Any] = []  # the last receive's messages, until acked
+        self._read_at = 0  # ordered: the last stream sequence a receive handed over
         # drain state
         self._drain_sub: Any = None
         self._drain_last = 0  # the stream's last sequence when the drain began
@@ -159,7 +191,10 @@ class NatsQueueClient:
 
     async def _connect(self) -> None:
         async def quietly(e: Exception) -> None:  # a fault or an abort: the run's log
-            log.debug("%s: %s", self.node, describe(e))
+            # a slow consumer's dropped messages are no gap an ordered consumer
+            # sees: in the log, should a reader's reads then skip
+            slow = isinstance(e, nats.errors.SlowConsumerError)
+            log.log(logging.WARNING if slow else logging.DEBUG, "%s: %s", self.node, describe(e))
 
         nc = await nats.connect(
             self.url,
@@ -288,13 +323,12 @@ class NatsQueueClient:
         ]
 
     def _receive(self, op: Op) -> Op:
-        try:
-            js = self._connected()
-            if self._sub is None:
-                self._sub = self._run(self._subscribe(js))
-        except Exception as e:  # noqa: BLE001 - not subscribed: nothing read
-            self._drop()
-            return complete(op, "fail", None, f"cannot subscribe: {describe(e)}")
+        ordered = self.opts.ordered
+        failed = self._subscription(self._subscribe_ordered if ordered else self._subscribe)
+        if failed:
+            return complete(op, "fail", None, failed)
+        if ordered:
+            return self._read(op)
         try:
             got = self._run(self._fetch(self._sub, self.opts.receive_batch, self.opts.poll))
         except Exception as e:  # noqa: BLE001 - what the fetch had is delivered again after AckWait
@@ -302,6 +336,65 @@ class NatsQueueClient:
             return complete(op, "info", None, f"fetch: {describe(e)}")
         self._held = got
         return complete(op, "ok", {"msgs": self._msgs(got)})
+
+    def _subscription(self, subscribe: Callable[[Any], Any]) -> str | None:
+        """The connection's subscription, made by `subscribe(js)` if there is
+        none; why it could not be (nothing read), or None."""
+        try:
+            js = self._connected()
+            if self._sub is None:
+                self._sub = self._run(subscribe(js))
+        except Exception as e:  # noqa: BLE001 - not subscribed: nothing read
+            self._drop()
+            return f"cannot subscribe: {describe(e)}"
+        return None
+
+    def _read(self, op: Op) -> Op:
+        """An ordered reader's receive: what its consumer pushed, in order."""
+        got, error = self._run(self._take(self._sub, self.opts.receive_batch, self.opts.poll))
+        if error is not None:
+            self._drop()  # the next receive subscribes again after what was handed over
+            if not got:
+                return complete(op, "fail", None, f"read: {describe(error)}")
+        if got:
+            self._read_at = got[-1].metadata.sequence.stream
+        return complete(op, "ok", {"msgs": self._stored(got)})
+
+    async def _subscribe_ordered(self, js: Any) -> Any:
+        """The process's ordered consumer, from the stream's start or after
+        the last sequence a receive handed over."""
+        after = self._read_at
+        sub = await js.subscribe(
+            self.opts.stream,
+            stream=self.opts.stream,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
+            config=ConsumerConfig(opt_start_seq=after + 1) if after else None,
+            inactive_threshold=self.deadline * 6,
+        )
+        # nats-py (2.16) starts its last-delivered sequence at 0 whatever the
+        # start: a consumer it makes again before the first message arrives
+        # (missed heartbeats, a sequence mismatch) would start at 1, and the
+        # reader would read the stream again from there. It starts at `after`.
+        jsi = getattr(getattr(sub, "_sub", None), "_jsi", None)
+        if jsi is not None and getattr(jsi, "_sseq", None) == 0:
+            jsi._sseq = after
+        return sub
+
+    @staticmethod
+    async def _take(sub: Any, most: int, wait: float) -> tuple[list[Any], Exception | None]:
+        """Up to `most` pushed messages, waiting `wait` s for the first only;
+        with the error that ended the taking early (a closed connection), if any."""
+        got: list[Any] = []
+        try:
+            got.append(await sub.next_msg(timeout=wait))
+            while len(got) < most and sub.pending_msgs > 0:
+                got.append(await sub.next_msg(timeout=1.0))
+        except nats.errors.TimeoutError:
+            pass  # nothing (more) came within the wait
+        except Exception as e:  # noqa: BLE001 - what was taken is handed over all the same
+            return got, e
+        return got, None
 
     @staticmethod
     async def _fetch(sub: Any, batch: int, wait: float) -> list[Any]:
@@ -311,13 +404,13 @@ class NatsQueueClient:
             return []  # nothing came within the wait
 
     def after_recorded(self, completion: Op, crash_point: str | None = None) -> bool:
-        """The effect, then the double ack of each message the receive handed over."""
+        """The effect, then the double ack of each message the receive handed
+        over (an ordered reader acknowledges nothing)."""
         held, self._held = self._held, []
         if completion["f"] != "receive" or completion["type"] != "ok":
             return True
-        return process_delivery(
-            completion, crash_point, self.sink, lambda: self._ack(held), self.abort
-        )
+        ack = (lambda: None) if self.opts.ordered else (lambda: self._ack(held))  # no acks
+        return process_delivery(completion, crash_point, self.sink, ack, self.abort)
 
     def _ack(self, held: list[Any]) -> None:
         async def ack_all() -> None:

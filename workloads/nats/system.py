@@ -49,6 +49,11 @@ class NatsSystem(System):
         nodes: int | None = None,
     ) -> tuple[NatsOptions, NatsQueueOptions]:
         db, q = super().settings(given, sink, existing, nodes)
+        if q.ordered and sink:
+            raise OptionError(
+                "--nats-consumers ordered: no --sink (every reader reads every message; "
+                "there is no one consumer whose effect would count)"
+            )
         if nodes is not None and q.replicas > nodes:
             raise OptionError(f"--replicas: {q.replicas} is more than the {nodes} nodes")
         if existing:
@@ -123,9 +128,12 @@ class NatsSystem(System):
             "dedupe_window": q.dedupe_window,
             "max_age": q.max_age,
             "span_s": self.ctx.span_s,
-            "ack": "explicit",
-            "ack_wait": q.ack_wait,
-            "max_deliver": q.max_deliver,
+            "consumers": q.consumers,
+            **(
+                {"ack": "none"}
+                if q.ordered
+                else {"ack": "explicit", "ack_wait": q.ack_wait, "max_deliver": q.max_deliver}
+            ),
             "nats_version": self.version_run(),
             **({} if self.ctx.existing else {"member_moves": self.db.opts.member_moves}),
             **({"nats_upgrade_to": self.db.opts.upgrade_to} if self.db.opts.upgrade_to else {}),

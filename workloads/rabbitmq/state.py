@@ -50,6 +50,8 @@ STATS_LAG = 15.0  # seconds the queues' counts get to catch up with the drain
 # each event's fixed text (what grep picks out on the node) and its pattern.
 EVENTS = {
     "peer-down": ("' down: ", re.compile(r"node '(?P<peer>[^']*)' down: ")),
+    # the peer seen again (a heal can flap: up, down, up, in 70 ms)
+    "peer-up": ("' up$", re.compile(r"> node '(?P<peer>[^']*)' up$")),
     "promoted": (
         "Promoting mirror",
         re.compile(

@@ -14,6 +14,10 @@ from harness.run.options import RunError, RunOptions
         (["test", "--concurrency", "0"], "--concurrency: 0 is out of range (must be >= 1)"),
         (["test", "--concurrency", "4", "--producers", "5"], "--producers: must be in 1..4"),
         (["test", "--producers", "10", "--sink", "naive"], "--sink: needs consumers"),
+        (
+            ["test", "--nemesis-overlap", "--nemesis-await-recovery"],
+            "--nemesis-await-recovery: the faults of --nemesis-overlap overlap by design",
+        ),
         (["findings", "--rows", "kafka-acks1-leader-isolated,x"], "--rows: unknown row 'x'"),
         (["findings", "--runs", "0"], "--runs: 0 is out of range (must be >= 1)"),
         (["test", "--fault-targets", "boss"], "--fault-targets: 'boss' is not one of one"),

@@ -70,6 +70,15 @@ def test_remote_runs_with_deadline_and_names_the_node(cluster, tmp_path):
     assert (tmp_path / "back.txt").read_text() == "payload\n"
 
 
+def test_a_node_s_commands_run_without_the_host_s_bashrc(cluster):
+    """sshd runs every command as the user's `bash -c`, which at shell level 1
+    reads ~/.bashrc (Debian's SSH_SOURCE_BASHRC): the host's own shell set-up
+    (this machine's runs pyenv init, 0.25 CPU-s a command) is no node's. The
+    nodes' sshd starts it one level down, where bash reads none."""
+    r = Remote(cluster.specs()[0]).run('echo "$SHLVL"; echo "${PYENV_ROOT:-none}"', timeout=10)
+    assert r.out.split() == ["2", "none"]
+
+
 def test_a_secret_is_written_with_its_mode_from_the_start(cluster):
     node = Remote(cluster.specs()[0])
     node.run("rm -rf /tmp/qc-secret && mkdir /tmp/qc-secret")

@@ -4,6 +4,9 @@ checker; acks=all holding up, acks=1 judged honestly, transactions."""
 
 import json
 import re
+import struct
+import warnings
+from collections import Counter
 
 import pytest
 
@@ -234,7 +237,9 @@ def test_one_replica_s_segments_corrupted_lose_nothing_and_the_broker_repairs_th
     short (each change in the nemesis op), started again. The broker finds
     the damage on its unclean start (a CRC or a short batch past the
     recovery point) and truncates there; it fetches the rest from the
-    leader: nothing acknowledged is lost and every replica ends the same."""
+    leader: nothing acknowledged is lost and every replica ends the same.
+    Unless a flip lands in a batch's base offset: then the broker never
+    starts again (the test below aims that), and nothing is lost all the same."""
     run_dir, doc = run(
         state,
         tmp_path,
@@ -254,6 +259,23 @@ def test_one_replica_s_segments_corrupted_lose_nothing_and_the_broker_repairs_th
     for c in changes:
         assert c["kind"] == "log" and f"/{c['node']}/" in c["file"] and c["file"].endswith(".log")
         assert c["flips"] if c["change"] == "bitflip" else c["to"] < c["from"]
+    counts = doc["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 1000
+    held = doc["properties"]["at-least-once"]
+    assert held["valid"] is True and held["claimed"], held
+    stats = json.loads((run_dir / "stats.json").read_text())
+    if not stats["recovered"]:
+        # The finding (CI, once in about 50 runs; aimed, below): a flipped bit
+        # landed in a batch's base offset, which no CRC covers, and the broker
+        # never starts again. The other two replicas still hold everything,
+        # read through them (stats' drained-from) to the end: nothing lost.
+        dead = [c for c in changes if c["node"] in stats["restarted"]]
+        assert dead and all(c["change"] == "bitflip" for c in dead), (dead, stats)
+        for c in dead:
+            overflow_then_fatal(run_dir, c)
+        assert stats["drained-from"] and not set(stats["drained-from"]) & set(stats["restarted"])
+        warnings.warn(f"Kafka's base-offset finding struck this run: {dead}", stacklevel=1)
+        return
     # the struck broker's own log: the damage found on its start, and cut off
     found = []
     for c in changes:
@@ -261,11 +283,78 @@ def test_one_replica_s_segments_corrupted_lose_nothing_and_the_broker_repairs_th
         log = (run_dir / "nodes" / c["node"] / "server.log").read_text()
         found += re.findall(rf"partition={partition}, .*Corruption found in segment \d+", log)
     assert found
-    counts = doc["counts"]
-    assert counts["lost"] == 0 and counts["acknowledged"] > 1000
-    for p in ("at-least-once", "broker-agrees"):
-        assert doc["properties"][p]["valid"] is True and doc["properties"][p]["claimed"], p
+    assert doc["properties"]["broker-agrees"]["valid"] is True
     assert doc["counts"]["replica-divergence"] == 0  # the damaged replica caught up again
+
+
+# A bit from 31 up of a base offset put the batch past what its segment's
+# offset index holds: the broker reads it as a legacy segment's offset
+# overflow, but the split that handles one finds none (it looks at the last
+# offset only) and ends the broker's start.
+OVERFLOW = re.compile(r"Detected offset overflow at offset (-?\d+) in segment LogSegment")
+SPLIT_REFUSED = (
+    "Split operation is only permitted for segments with overflow, and the problem path is "
+)
+FATAL = "Encountered fatal fault: Error starting LogManager"
+
+
+def overflow_then_fatal(run_dir, change) -> int:
+    """Asserts the broker of `change` refused to start on the file it
+    changed, reading an offset past what a segment holds; returns it."""
+    log = (run_dir / "nodes" / change["node"] / "server.log").read_text()
+    read = [int(o) for o in OVERFLOW.findall(log)]
+    assert read and all(o >= 2**31 or o < 0 for o in read), read
+    assert SPLIT_REFUSED + change["file"] in log and FATAL in log
+    return read[-1]
+
+
+def test_a_base_offset_flipped_on_one_replica_stops_its_broker_for_good_and_nothing_is_lost(
+    state, tmp_path
+):
+    """`--file-faults offset-flip` (the finding the control above met by
+    chance, aimed): one broker killed, one high bit of a batch's base offset
+    in its segment flipped. Kafka's CRC does not cover the field, so the
+    broker's start reads it as a legacy offset overflow, and the split meant
+    for those refuses a segment whose last offset is in range: a fatal
+    fault, at every start, the operator restart's too. The run says it
+    never recovered, drains through the two brokers that serve, and proves
+    that nothing acknowledged was lost (the brokers' state is not read: a
+    replica that never came back is no copy to compare)."""
+    run_dir, doc = run(
+        state,
+        tmp_path,
+        {"acks": "all", "idempotence": True, "partitions": 1},
+        time_limit=10,
+        nemesis=["file-corruption"],
+        nemesis_interval=4,  # one strike: at 4 s, started again at 8 s
+        file_faults=["offset-flip"],
+        file_kinds=["log"],
+        recovery_timeout=10,  # twice: before the operator's restart and after it
+        seed=3,
+    )
+    ops = list(read_history(run_dir / "history.jsonl"))
+    started = [op["value"] for op in ops if op["f"] == "start-file-corruption" and op["value"]]
+    (strike,) = [v for v in started if "skipped" not in v]
+    (change,) = strike["changes"]
+    assert change["change"] == "offset-flip" and change["kind"] == "log", change
+    flipped = struct.unpack(">q", struct.pack(">Q", change["from"] ^ (1 << change["bit"])))[0]
+    assert 31 <= change["bit"] <= 63 and change["to"] == flipped, change
+    read = overflow_then_fatal(run_dir, change)
+    assert 0 <= read - change["to"] < 1000  # the flipped batch's last offset
+    stats = json.loads((run_dir / "stats.json").read_text())
+    assert stats["recovered"] is False and stats["restarted"] == [change["node"]], stats
+    assert SPLIT_REFUSED in stats["recovery-error"], stats  # the why, not a stack frame
+    assert stats["drained-from"] and change["node"] not in stats["drained-from"], stats
+    restarted = [op["value"] for op in ops if op["f"] == "stop-operator-restart" and op["value"]]
+    assert restarted == [{"nodes": [change["node"]]}]
+    drains = completions(ops, "drain", "ok")
+    assert drains and {op["node"] for op in drains} == set(stats["drained-from"])
+    assert doc["history"]["final-read-complete"] is True
+    counts = doc["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 300, counts
+    held = doc["properties"]["at-least-once"]
+    assert held["valid"] is True and held["claimed"], held
+    assert doc["properties"]["broker-agrees"]["valid"] == "unknown"
 
 
 def test_the_active_controller_decommissioned_and_put_back_loses_nothing(state, tmp_path):
@@ -320,7 +409,14 @@ def test_a_full_disk_and_stalled_fsyncs_on_one_broker_lose_nothing(state, tmp_pa
     offline and the broker halts; the stop starts it again. The other two
     replicas hold every acknowledged write: nothing lost, every replica the
     same at the end. Formatted with eligible leader replicas off (4.0's
-    default; on from 4.1): the brokers finalize what was asked, and say so."""
+    default; on from 4.1): the brokers finalize what was asked, and say so.
+
+    One broker at a time, also where a restart takes longer than the
+    interval (--nemesis-await-recovery): in a CI run on a slow host the
+    halted broker served again 25 s after its stop, the next disk-full
+    halted a second one meanwhile, and with two of three down nothing was
+    acknowledged after the first 3 s. Seed 5: the stall first, so both
+    kinds strike within the run however slow the restart."""
     run_dir, doc = run(
         state,
         tmp_path,
@@ -328,9 +424,10 @@ def test_a_full_disk_and_stalled_fsyncs_on_one_broker_lose_nothing(state, tmp_pa
         time_limit=20,
         nemesis=["disk-full", "fsync-stall"],
         nemesis_interval=3,
+        nemesis_await_recovery=True,
         disk_full_space=0,
         fsync_stall=3,
-        seed=4,
+        seed=5,
     )
     ops = list(read_history(run_dir / "history.jsonl"))
     faults = [op for op in ops if op["process"] == "nemesis" and op["value"]]
@@ -338,6 +435,7 @@ def test_a_full_disk_and_stalled_fsyncs_on_one_broker_lose_nothing(state, tmp_pa
     stall = [op["value"] for op in faults if op["f"] == "start-fsync-stall"]
     assert full and all(len(v["hit"]) == 1 and v["space"] == 0 for v in full)
     assert stall and all(len(v["hit"]) == 1 and v["seconds"] == 3 for v in stall)
+    assert all("recovered-after" in v for v in full + stall)  # every node served before each
     refused = {
         n: d["refused_writes"]
         for op in faults
@@ -406,9 +504,20 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
         time_limit=25,
         nemesis=["crash-client", "kill"],
         nemesis_interval=4,
+        # one broker down at a time, however slow its restart: in a CI run at
+        # a load of 15-30 (Kafka restarts there took 20-37 s) the Java run's
+        # consumers got no record in 25 s; here, under load, they got their
+        # first only as the share coordinator killed at 5 s served again
+        nemesis_await_recovery=True,
         crash_point="after-effect",
-        seed=5,
+        seed=6,  # the crash first: both kinds strike within 25 s however slow the restart
+        # The Java producers' first sends (a producer id, then the first
+        # batch) took over 9 s at a load of 26 here: every producer process
+        # of a node ended unknown at once, its JVM closed with the last, the
+        # next took 28 s to start inside the next op's 10 s, and no record
+        # was ever acknowledged (as in the transaction test below)
         **aimed,
+        **({"op_timeout": 20} if aimed else {}),
     )
     ops = list(read_history(run_dir / "history.jsonl"))  # every line conforms
     assert {"start-kill", "start-crash-client"} <= fault_kinds(ops)
@@ -434,6 +543,8 @@ def test_a_share_group_under_faults_and_consumer_crashes_settles_every_record(
     counts_seen = {
         m["delivery_count"] for op in completions(ops, "receive", "ok") for m in op["value"]["msgs"]
     }
+    got = Counter(op["type"] for op in ops if op["f"] == "receive" and op["type"] != "invoke")
+    assert counts_seen, f"no receive got a record in the main phase: {dict(got)}"
     assert min(counts_seen) == 1 and max(counts_seen) >= 2
     kinds = {m["ack"] for op in completions(ops, "ack", "ok") for m in op["value"]["msgs"]}
     assert kinds == {"accept", "release", "reject"}
@@ -486,13 +597,25 @@ def test_transactions_under_kills_are_checked(state, tmp_path, client):
         # InitProducerId waited out its 10 s on the new coordinator, still
         # aborting the fenced id's open transaction (its markers pending), and
         # the fence ended unknown, as it should. The kill's start and stop
-        # took 3 s each here; a CI run twice as slow left no time in 20 s
-        time_limit=26,
+        # took 3 s each here; a CI run twice as slow left no time in 20 s.
+        # One coordinator down at a time: on a slow host a killed broker
+        # served again 25 s after its restart, the next kill took a second
+        # one, and no transaction committed in the run (two of three down).
+        # Faults 8 s apart: in a CI run at a load of 30 on two cores the Java
+        # clients' InitProducerId took 6-7 s, the kill came at 11 s, and no
+        # transaction had committed yet; the restarted broker served 37 s
+        # after its restart, after the run
+        time_limit=34,
         nemesis=["kill", "fence"],
-        nemesis_interval=3,
+        nemesis_interval=8,
+        nemesis_await_recovery=True,
         fault_targets=["txn-coordinator"],
         seed=5,
-        **({"sink": "kafka-txn"} if java else {}),
+        # A Java slot's producer starts (a JVM, then InitProducerId) inside
+        # its first op and its op timeout: at a load of 10-30 on two cores
+        # that took 6-8 s of the 10, no transaction finished in time, each
+        # slot's next process started cold again, and none ever committed
+        **({"sink": "kafka-txn", "op_timeout": 20} if java else {}),
     )
     ops = list(read_history(run_dir / "history.jsonl"))
     assert {"start-kill", "start-fence"} <= fault_kinds(ops)
@@ -666,7 +789,10 @@ def test_kill_9_of_a_kafka_run_then_cluster_up_leaves_no_broker_and_a_checkable_
         *("--nemesis", "pause", "--nemesis-interval", "2"),
     )
     try:
-        history = wait_for_op(store, "start-pause", timeout=240)
+        # a prefix with acknowledged sends: on a loaded CI host the first
+        # came after the first pause (2 s in), and a kill then left none
+        acked = lambda op: op.get("f") == "send" and op.get("type") == "ok"  # noqa: E731
+        history = wait_for_op(store, "start-pause", proc, also=acked)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     finally:

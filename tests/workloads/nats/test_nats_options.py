@@ -52,6 +52,8 @@ def test_each_server_listens_on_its_own_address_and_routes_to_the_others():
         ({"replicas": 5}, "--replicas"),  # more than the 3 nodes
         ({"ack_wait": 0.1}, "--ack-wait"),
         ({"max_deliver": -1}, "--max-deliver"),
+        ({"consumers": "push"}, "--nats-consumers"),
+        ({"consumers": "ordered", "max_age": "1h"}, "--nats-consumers ordered: not with --max-age"),
         ({"no_such": 1}, "no_such"),
     ],
 )
@@ -90,6 +92,18 @@ def test_claims_follow_the_dedupe_window_and_quote_the_sync_interval():
     assert any("without Nats-Msg-Id" in n for n in notes)
     _, notes = NatsSystem.claims_of({**base, "sync": "always"})
     assert any("fsync after every message" in n for n in notes)
+
+
+def test_ordered_readers_claim_what_durable_consumers_do_but_need_no_sink():
+    base = {"sync": "2m", "dedupe_window": "2m", "cross_check": "off"}
+    for consumers in ("durable", "ordered"):
+        claims, notes = NatsSystem.claims_of({**base, "consumers": consumers})
+        assert claims == ["at-least-once", "per-partition-order"], consumers
+        told = [n for n in notes if n.startswith("no at-most-once claim")]
+        assert len(told) == 1 and ("every ordered reader" in told[0]) == (consumers == "ordered")
+    with pytest.raises(OptionError, match="--nats-consumers ordered: no --sink"):
+        NatsSystem.settings({"consumers": "ordered"}, sink="dedupe", nodes=3)
+    NatsSystem.settings({"consumers": "durable"}, sink="dedupe", nodes=3)
 
 
 def test_a_max_age_shorter_than_the_run_claims_no_at_least_once():

@@ -43,15 +43,36 @@ def test_three_nodes_cluster_and_serve_clients_on_every_node(rabbit):
 
 def test_kill_by_pid_then_start_rejoins(rabbit):
     n3 = rabbit.nodes[2]
+    assert not rabbit.ended(n3)
     assert rabbit.kill(n3)
     assert wait_until(lambda: rabbit.node_name(n3) not in rabbit.running_nodes(rabbit.nodes[0]))
-    assert rabbit.pid(n3) is None
+    assert rabbit.pid(n3) is None and rabbit.ended(n3)
     rabbit.start(n3)
     # a kill right after the start strikes the booting VM: its pid is known
     # by then (before, a kill in the boot's first seconds found none)
     assert rabbit.kill(n3) and rabbit.pid(n3) is None
     rabbit.start(n3)
     rabbit.await_node(n3)
+    rabbit.await_cluster()
+
+
+def test_a_vm_whose_broker_gave_up_its_boot_has_ended_until_started_again(rabbit):
+    """pause_minority boots the paused node again in the same VM; when that
+    boot fails (BOOT FAILED in its log: a gate run's, a peer cut off during
+    the feature-flag check) the VM lives on serving nothing, and nothing
+    boots it again: `ended` says so (nemesis/upgrade.py restarts it). The
+    broker stopped for real (stop_app); the failed boot's line is the one
+    that run's log held. A kill and a start end it."""
+    n2 = rabbit.nodes[1]
+    rabbit.ctl(n2, "stop_app")
+    assert rabbit.pid(n2) is not None and not rabbit.ended(n2)  # stopped is not given up
+    line = "2026-12-02 12:19:53.076550+00:00 [error] <0.1125.0> BOOT FAILED"
+    n2.run(f"echo '{line}' >> {rabbit.log_file(n2)}")
+    assert rabbit.pid(n2) is not None and rabbit.ended(n2)
+    assert rabbit.kill(n2)
+    rabbit.start(n2)
+    assert not rabbit.ended(n2)  # the failure was the last start's, not this one's
+    rabbit.await_node(n2)
     rabbit.await_cluster()
 
 

@@ -55,7 +55,7 @@ def test_ctrl_c_twice_still_heals_tears_down_and_keeps_the_history(state, tmp_pa
         *("--time-limit", "120", "--nemesis", "partition", "--nemesis-interval", "8"),
     )
     try:
-        history = wait_for_op(store, "start-partition")
+        history = wait_for_op(store, "start-partition", proc)
         assert cut_rules(nodes_of(state)) > 0
         proc.send_signal(signal.SIGINT)
         deadline = time.monotonic() + 30
@@ -93,7 +93,7 @@ def test_kill_9_leaves_a_checkable_prefix_and_cluster_up_stops_all_it_left(state
         *("--sink", "dedupe", "--sink-db", "postgres"),
     )
     try:
-        history = wait_for_op(store, "start-partition")
+        history = wait_for_op(store, "start-partition", proc)
         time.sleep(0.2)  # a few more client ops land after the cut
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -145,7 +145,7 @@ def test_a_second_run_on_the_cluster_is_refused_and_the_first_is_unspoiled(state
         *("--recovery-timeout", "30"),
     )
     try:
-        wait_for_op(store, "start-partition")  # its main phase, faults and all
+        wait_for_op(store, "start-partition", first)  # its main phase, faults and all
         began = time.monotonic()
         second = subprocess.run(
             [
