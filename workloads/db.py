@@ -104,6 +104,19 @@ class PidfileProcess:
         )
         return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
 
+    def pid_evidence(self, node: Remote) -> str:
+        """What the pidfile names and what runs as that pid now, for an error
+        that says the broker is gone (which of pid()'s checks failed)."""
+        q = shlex.quote
+        r = node.run(
+            f"p=$(head -c 32 {q(self.pidfile(node))} 2>/dev/null | tr -dc 0-9); "
+            'echo "pidfile names ${p:-nothing}"; [ -n "$p" ] || exit 0; '
+            'echo "cwd $(readlink /proc/$p/cwd)"; ps -o stat=,args= -p "$p" | cut -c1-300',
+            check=False,
+            timeout=10,
+        )
+        return "; ".join(ln for ln in (r.out + r.err).splitlines() if ln.strip())
+
     def ended(self, node: Remote) -> bool:
         """The node's broker is down for good until someone starts it: here,
         no process of ours runs."""
@@ -187,7 +200,11 @@ class PidfileProcess:
             if alive and self.ready_lines(node) > mark:
                 return
             if not alive or time.monotonic() > deadline:
-                why = "its process exited" if not alive else f"{timeout:.0f} s"
+                why = (
+                    f"its process exited: {self.pid_evidence(node)}"
+                    if not alive
+                    else f"{timeout:.0f} s"
+                )
                 raise DBError(
                     f"{node.name}: {what} never logged {self.READY_LINE!r} ({why}); "
                     f"log: {self.log_tail(node)}"

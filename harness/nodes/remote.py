@@ -198,6 +198,12 @@ class Remote:
                     # daemon holding its stdout never sends
                     exited = exited or time.monotonic()
                     if chan.eof_received or time.monotonic() - exited > EOF_GRACE:
+                        # the last output and the EOF may both have come since
+                        # recv_ready was asked above: what is buffered is the command's
+                        while chan.recv_ready():
+                            out += chan.recv(65536)
+                        while chan.recv_stderr_ready():
+                            err += chan.recv_stderr(65536)
                         break
                     time.sleep(0.005)
                 elif time.monotonic() > deadline:
