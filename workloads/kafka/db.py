@@ -308,8 +308,12 @@ class Kafka(
 
     def java(self, node: Remote, heap: str) -> str:
         d, libs = self.dir(node), self.dist(self.running[node.name]).node_libs
+        # -XX:-UsePerfData: a JVM writing perf data changes its cwd to
+        # /tmp/hsperfdata_<user> while it starts (longer the more stale files
+        # killed JVMs left there), and pid() reads the cwd: a CI run's starting
+        # broker was taken for gone
         return (
-            f"java -Xms{heap} -Xmx{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "
+            f"java -Xms{heap} -Xmx{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:-UsePerfData "
             "-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true "
             f"-Dlog4j2.configurationFile={d}/etc/log4j2.properties {sharing(libs)} "
             f"-cp {shlex.quote(libs)}/'*'"

@@ -134,6 +134,8 @@ def test_kill_by_pid_then_start_rejoins(kafka):
     pid = kafka.pid(n3)
     assert pid and "kafka.Kafka" in n3.run(f"cat /proc/{pid}/cmdline").out
     kafka.await_node(n3)
+    # no perf data: a JVM that writes it starts in /tmp/hsperfdata_<user>'s cwd
+    assert n3.run(f"ls /tmp/hsperfdata_root/{pid}", check=False).exit != 0
     kafka.await_cluster()
 
 
