@@ -91,11 +91,15 @@ class PidfileProcess:
         clock: workloads/clock.py); nothing by default."""
         return {}
 
+    def read_pidfile(self, node: Remote) -> str:
+        """Shell that sets $p to the pid the node's pidfile names (empty if none)."""
+        return f"p=$(head -c 32 {shlex.quote(self.pidfile(node))} 2>/dev/null | tr -dc 0-9)"
+
     def pid(self, node: Remote) -> int | None:
         q = shlex.quote
         d = q(self.dir(node))
         r = node.run(
-            f'p=$(head -c 32 {q(self.pidfile(node))} 2>/dev/null | tr -dc 0-9) && [ -n "$p" ] '
+            f'{self.read_pidfile(node)} && [ -n "$p" ] '
             f'&& kill -0 $p 2>/dev/null && [ "$(readlink /proc/$p/cwd)" = "$(readlink -f {d})" ] '
             f"&& tr '\\0' ' ' < /proc/$p/cmdline | grep -qF -- {q(self.identity(node))} "
             "&& echo $p",
@@ -107,9 +111,8 @@ class PidfileProcess:
     def pid_evidence(self, node: Remote) -> str:
         """What the pidfile names and what runs as that pid now, for an error
         that says the broker is gone (which of pid()'s checks failed)."""
-        q = shlex.quote
         r = node.run(
-            f"p=$(head -c 32 {q(self.pidfile(node))} 2>/dev/null | tr -dc 0-9); "
+            f"{self.read_pidfile(node)}; "
             'echo "pidfile names ${p:-nothing}"; [ -n "$p" ] || exit 0; '
             'echo "cwd $(readlink /proc/$p/cwd)"; ps -o stat=,args= -p "$p" | cut -c1-300',
             check=False,
