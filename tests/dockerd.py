@@ -76,6 +76,45 @@ def _stop_daemon(root: Path) -> None:
     _stop(containerd / "containerd.pid", str(containerd))
 
 
+def _orphans() -> list[Path]:
+    """The roots of test daemons still running whose session is gone (a
+    pytest killed before its teardown): their parent is no longer a Python
+    process. Known as ours by their command line, `flags(root)` exactly."""
+    roots = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with suppress(OSError):
+            argv = (proc / "cmdline").read_bytes().decode().split("\0")[:-1]
+            if not argv or Path(argv[0]).name != "dockerd" or "--pidfile" not in argv:
+                continue
+            root = Path(argv[argv.index("--pidfile") + 1]).parent
+            if argv[1:] != flags(root):
+                continue
+            ppid = re.search(r"^PPid:\s*(\d+)", (proc / "status").read_text(), re.M)
+            parent = Path(f"/proc/{ppid.group(1)}/cmdline").read_bytes() if ppid else b""
+            if b"python" not in parent.split(b"\0")[0]:
+                roots.append(root)
+    return roots
+
+
+def _remove_orphans() -> None:
+    """What a killed session's daemon still runs (containers, networks, and
+    with them the bridges a new cluster's --subnet needs) is removed through
+    it, then it is stopped and its files removed."""
+    import docker
+
+    for root in _orphans():
+        with suppress(Exception):
+            _remove_containers(f"unix://{root / 'docker.sock'}")
+            client = docker.DockerClient(base_url=f"unix://{root / 'docker.sock'}", timeout=60)
+            for net in client.networks.list():
+                if net.name not in ("bridge", "host", "none"):
+                    net.remove()
+        _stop_daemon(root)
+        _remove_root(root)
+
+
 def _remove_root(root: Path) -> None:
     """The daemon's files (GBs of vfs copies); mounts it left are unmounted first."""
     mounts = [ln.split()[1] for ln in Path("/proc/self/mounts").read_text().splitlines()]
@@ -93,6 +132,7 @@ def private_dockerd(root: Path, timeout: float = 60) -> Iterator[str]:
     assert not missing, f"{', '.join(missing)} missing: `make setup` installs docker.io, mmdebstrap"
     root = root.resolve()
     _stop_daemon(root)  # one a killed session left on the same root
+    _remove_orphans()  # ones it left on other roots
     root.mkdir(parents=True, exist_ok=True)
     # Its own config file (the host's /etc/docker/daemon.json is never read);
     # before Docker 23 the daemon's identity key goes where this says, not /etc/docker.

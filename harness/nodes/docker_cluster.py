@@ -8,7 +8,10 @@ to any node) on a user-defined bridge network (`<prefix>net`, on --subnet,
 fixed addresses as in the namespace cluster), with NET_ADMIN for the
 iptables faults and Docker's init as PID 1 so killed brokers are reaped.
 Every container and the network carry labels naming this cluster's state
-directory and prefix: `down` removes only what carries them.
+directory and prefix: `down` removes only what carries them. The network's
+bridge is `<prefix>br`, marked with the daemon that made it: a daemon
+killed before `down` leaves it behind, and `up` removes it once that daemon
+is gone.
 
 The image needs no registry: a Debian root file system made here by
 mmdebstrap (debootstrap's successor: apt resolves and fetches in parallel,
@@ -26,11 +29,13 @@ import fcntl
 import hashlib
 import io
 import ipaddress
+import json
 import logging
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tarfile
 import time
@@ -40,7 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from ..names import bad_name
-from .localcluster import ClusterError, NodeLayout, parse_subnet, sh, wait_for_port
+from .localcluster import (
+    OWNER_MARKS,
+    ClusterError,
+    NodeLayout,
+    parse_subnet,
+    sh,
+    wait_for_port,
+)
 from .remote import NodeSpec, Remote, RemoteError
 
 log = logging.getLogger(__name__)
@@ -57,6 +69,8 @@ DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 # Which cluster made a container or network: its state directory and prefix.
 OWNER_LABEL = "queuecheck.state"
 PREFIX_LABEL = "queuecheck.prefix"
+# Names the network's Linux bridge (see DockerCluster.bridge).
+BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"
 # The root file system tarballs (~450 MB each, keyed by the recipe's hash) live
 # in the user's cache like pip's wheels and Maven's jars, shared by every
 # checkout: a fresh clone builds nothing a previous one built.
@@ -281,6 +295,47 @@ def connect(docker_host: str | None, timeout: float = 60) -> Any:
         ) from None
 
 
+def _bridge_left_behind(mark: Path) -> tuple[bool, str]:
+    """Whether the bridge this mark describes is a leftover (its daemon does
+    not answer, or answers without its network), and what made it."""
+    import docker.errors
+
+    try:
+        made = json.loads(mark.read_text())
+        host, network = made["docker_host"], made["network"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False, "queuecheck did not make it"
+    if _refused(host):
+        return True, f"the Docker daemon that made it for network {network} ({host}) is gone"
+    try:
+        connect(host, timeout=20).networks.get(network)
+    except docker.errors.NotFound:
+        return True, f"the Docker daemon at {host} no longer has its network {network}"
+    except Exception as e:  # an answer we cannot read is no proof it is unused
+        return False, f"the Docker daemon at {host} did not say ({_root_cause(e)})"
+    return False, f"it is network {network}'s of the Docker daemon at {host}"
+
+
+def _refused(host: str) -> bool:
+    """Nothing listens where `host` points (no socket file, or a refused
+    connection); a slow or odd answer is not "gone"."""
+    try:
+        if host.startswith("unix://"):
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(5)
+                s.connect(host[len("unix://") :])
+        elif host.startswith("tcp://"):
+            name, _, port = host[len("tcp://") :].rstrip("/").rpartition(":")
+            socket.create_connection((name.strip("[]"), int(port)), timeout=5).close()
+        else:
+            return False
+    except (FileNotFoundError, ConnectionRefusedError):
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
 def _root_cause(e: BaseException) -> str:
     """What went wrong underneath the SDK's and requests' wrappers: the
     innermost cause (`Connection refused`), or the error itself."""
@@ -323,6 +378,12 @@ class DockerCluster(NodeLayout):
     @property
     def network(self) -> str:
         return f"{self.prefix}net"
+
+    @property
+    def bridge(self) -> str:
+        """The network's interface, named by us rather than Docker's `br-<id>`:
+        one a dead daemon left behind is then known as this tool's."""
+        return f"{self.prefix}br"
 
     def labels(self) -> dict[str, str]:
         return {OWNER_LABEL: str(self.state), PREFIX_LABEL: self.prefix}
@@ -392,6 +453,10 @@ class DockerCluster(NodeLayout):
                         pass
             except ClusterError as e:
                 problems.append(str(e))
+        if not Path(f"/sys/class/net/{self.bridge}").exists():  # Docker removed it
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                if json.loads(self._bridge_mark.read_text())["state"] == str(self.state):
+                    self._bridge_mark.unlink()
         return problems
 
     def status(self) -> dict[str, str]:
@@ -466,13 +531,49 @@ class DockerCluster(NodeLayout):
                 self.say(f"network {self.network} is on {subnets}, not {self._net}: remade")
                 for problem in self.down():
                     raise ClusterError(problem)
+            self._bridge_free()
             self._subnet_free()
             ipam = docker.types.IPAMConfig(
                 pool_configs=[docker.types.IPAMPool(subnet=str(self._net), gateway=self.gateway)]
             )
             client.networks.create(
-                self.network, driver="bridge", ipam=ipam, labels=self.labels(), check_duplicate=True
+                self.network,
+                driver="bridge",
+                ipam=ipam,
+                labels=self.labels(),
+                options={BRIDGE_NAME_OPTION: self.bridge},
+                check_duplicate=True,
             )
+        self._bridge_mark.parent.mkdir(parents=True, exist_ok=True)
+        made_by = {"docker_host": self._host, "network": self.network, "state": str(self.state)}
+        self._bridge_mark.write_text(json.dumps(made_by))
+
+    @property
+    def _host(self) -> str:
+        return self.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+    @property
+    def _bridge_mark(self) -> Path:
+        """Which daemon made this bridge, for network, for whom: kept where
+        the namespace cluster keeps its marks (gone with the bridges on a reboot)."""
+        return OWNER_MARKS / "docker-bridge" / self.bridge
+
+    def _bridge_free(self) -> None:
+        """No interface here has this network's bridge name, or the one that
+        has it was left by a daemon that is gone (or has lost the network:
+        a daemon killed, its data root removed): then it is removed. The next
+        cluster would otherwise never come up on that --subnet."""
+        if not Path(f"/sys/class/net/{self.bridge}").exists():
+            return
+        left, why = _bridge_left_behind(self._bridge_mark)
+        if not left:
+            raise ClusterError(
+                f"interface {self.bridge} exists on this machine ({why}); take that "
+                "cluster down, or remove the interface, or pick another --prefix"
+            )
+        sh("ip", "link", "delete", self.bridge)
+        self._bridge_mark.unlink(missing_ok=True)
+        self.say(f"bridge {self.bridge} removed: {why}")
 
     def _subnet_free(self) -> None:
         """--subnet must not be on any of this machine's interfaces already (a

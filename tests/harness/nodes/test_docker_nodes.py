@@ -6,18 +6,22 @@ checker. A daemon that is not there is one error, exit 2."""
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
 from harness.commands.cli import main
 from harness.history import read_history
 from harness.nodes.docker_cluster import (
+    BRIDGE_NAME_OPTION,
     IMAGE_CACHE,
     OWNER_LABEL,
+    _bridge_left_behind,
     connect,
     default_image,
     ensure_image,
 )
+from harness.nodes.localcluster import OWNER_MARKS, sh
 from harness.nodes.remote import Remote
 from harness.run.options import RunOptions
 from harness.run.runner import Run
@@ -60,6 +64,10 @@ def cluster_cli(action, state, docker_host, cluster=CLUSTER):
     argv = ["cluster", action, "--driver", "docker", "--docker-host", docker_host]
     flags = [f"--{k}={v}" for k, v in cluster.items()]
     return main([*argv, "--state", str(state), *flags])
+
+
+def squashed(text):
+    return "".join(text.split())
 
 
 def containers(docker_host):
@@ -145,6 +153,54 @@ def test_a_network_this_cluster_did_not_make_is_refused_and_left_alone(
         assert not client.containers.list(all=True, filters={"name": "qcx-"})
     finally:
         foreign.remove()
+
+
+@pytest.mark.integration
+def test_a_bridge_a_gone_daemon_left_is_removed_and_any_other_interface_refused(
+    docker_host, image, tmp_path, capsys
+):
+    """A daemon killed before `cluster down` leaves its network's bridge on
+    this machine, and no cluster could come up on that --subnet again (a CI
+    run failed so). Named by its prefix and marked with its daemon, ours is
+    removed once that daemon is gone; an interface of that name otherwise is
+    refused, and so is ours while its daemon still has the network."""
+    other = {"prefix": "qcy-", "subnet": "10.77.22.0/24", "nodes": 1}
+    bridge = Path("/sys/class/net/qcy-br")
+    mark = OWNER_MARKS / "docker-bridge" / "qcy-br"
+    gone = f"unix://{tmp_path}/gone.sock"
+    sh("ip", "link", "add", "qcy-br", "type", "bridge")
+    sh("ip", "addr", "add", "10.77.22.1/24", "dev", "qcy-br")
+    try:
+        assert cluster_cli("up", tmp_path, docker_host, other) == 2
+        err = squashed(capsys.readouterr().err)
+        assert (
+            squashed("interface qcy-br exists on this machine (queuecheck did not make it)") in err
+        )
+        assert bridge.exists()
+
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text(json.dumps({"docker_host": gone, "network": "qcy-net", "state": "x"}))
+        assert cluster_cli("up", tmp_path, docker_host, other) == 0
+        out = squashed(capsys.readouterr().out)  # rich folds long lines, even mid-word
+        why = f"the Docker daemon that made it for network qcy-net ({gone}) is gone"
+        assert squashed(f"bridge qcy-br removed: {why}") in out
+        net = connect(docker_host).networks.get("qcy-net")
+        assert net.attrs["Options"][BRIDGE_NAME_OPTION] == "qcy-br"
+        assert "10.77.22.1/24" in sh("ip", "-o", "-4", "addr", "show", "dev", "qcy-br").stdout
+        made_by = json.loads(mark.read_text())
+        assert made_by["docker_host"] == docker_host and made_by["network"] == "qcy-net"
+        assert _bridge_left_behind(mark) == (
+            False,
+            f"it is network qcy-net's of the Docker daemon at {docker_host}",
+        )
+
+        assert cluster_cli("down", tmp_path, docker_host, other) == 0
+        assert not bridge.exists() and not mark.exists()
+    finally:
+        cluster_cli("down", tmp_path, docker_host, other)
+        if bridge.exists():
+            sh("ip", "link", "delete", "qcy-br")
+        mark.unlink(missing_ok=True)
 
 
 @pytest.mark.integration
