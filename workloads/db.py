@@ -9,6 +9,7 @@ never slept for, and teardown survives its own failures.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from harness.nodes.remote import Remote, RemoteError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -96,17 +99,39 @@ class PidfileProcess:
         return f"p=$(head -c 32 {shlex.quote(self.pidfile(node))} 2>/dev/null | tr -dc 0-9)"
 
     def pid(self, node: Remote) -> int | None:
+        """The broker's pid, if it runs and is ours. A look that fails is
+        taken again 0.2 s later before the answer is "none": a CI run's
+        readiness wait took a starting server for exited while, moments
+        later, its pidfile, cwd and command line all matched (a process in
+        the middle of exec shows an empty command line). A second look that
+        finds it says, in the log, why the first did not."""
         q = shlex.quote
         d = q(self.dir(node))
+        look = (
+            f"{self.read_pidfile(node)}; "
+            f'[ -n "$p" ] || {{ echo "no pid in {self.pidfile(node)}" >&2; return 1; }}; '
+            'kill -0 $p 2>/dev/null || { echo "pid $p: no such process" >&2; return 1; }; '
+            f'c=$(readlink /proc/$p/cwd); [ "$c" = "$(readlink -f {d})" ] '
+            '|| { echo "pid $p: cwd $c" >&2; return 1; }; '
+            f"tr '\\0' ' ' < /proc/$p/cmdline | grep -qF -- {q(self.identity(node))} "
+            "|| { echo \"pid $p: command line [$(tr '\\0' ' ' < /proc/$p/cmdline | cut -c1-200)]\" "
+            ">&2; return 1; }"
+        )
         r = node.run(
-            f'{self.read_pidfile(node)} && [ -n "$p" ] '
-            f'&& kill -0 $p 2>/dev/null && [ "$(readlink /proc/$p/cwd)" = "$(readlink -f {d})" ] '
-            f"&& tr '\\0' ' ' < /proc/$p/cmdline | grep -qF -- {q(self.identity(node))} "
-            "&& echo $p",
+            f"look() {{ {look}; }}; look || {{ sleep 0.2; look; }} && echo $p",
             check=False,
             timeout=10,
         )
-        return int(r.out) if r.exit == 0 and r.out.strip().isdigit() else None
+        if r.exit != 0 or not r.out.strip().isdigit():
+            return None
+        if r.err.strip():
+            log.warning(
+                "%s: a look found no broker of ours (%s); the next found pid %s",
+                node.name,
+                r.err.strip()[:300],
+                r.out.strip(),
+            )
+        return int(r.out)
 
     def pid_evidence(self, node: Remote) -> str:
         """What the pidfile names and what runs as that pid now, for an error
