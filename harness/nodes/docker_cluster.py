@@ -268,6 +268,12 @@ def _api(what: str) -> Iterator[None]:
         raise ClusterError(f"docker: {what}: {e}") from None
 
 
+def daemon_address(docker_host: str | None) -> str:
+    """Where a client of `docker_host` goes: it, else $DOCKER_HOST, else the
+    system daemon's socket."""
+    return docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
 def connect(docker_host: str | None, timeout: float = 60) -> Any:
     """A client of the daemon at `docker_host` (default: $DOCKER_HOST, else
     the system daemon's socket), or one error saying none answers there."""
@@ -275,7 +281,7 @@ def connect(docker_host: str | None, timeout: float = 60) -> Any:
     import docker.errors
     import requests
 
-    where = docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+    where = daemon_address(docker_host)
     if docker_host:
         flag = "--docker-host"
     else:
@@ -545,12 +551,12 @@ class DockerCluster(NodeLayout):
                 check_duplicate=True,
             )
         self._bridge_mark.parent.mkdir(parents=True, exist_ok=True)
-        made_by = {"docker_host": self._host, "network": self.network, "state": str(self.state)}
+        made_by = {
+            "docker_host": daemon_address(self.docker_host),
+            "network": self.network,
+            "state": str(self.state),
+        }
         self._bridge_mark.write_text(json.dumps(made_by))
-
-    @property
-    def _host(self) -> str:
-        return self.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
 
     @property
     def _bridge_mark(self) -> Path:

@@ -10,16 +10,10 @@ import time
 import pytest
 
 from tests.here import Here
-from workloads.db import PidfileProcess
+from tests.workloads import test_log_tail
 
 
-class Broker(PidfileProcess):
-    def __init__(self, root):
-        self.root = root
-
-    def dir(self, node):
-        return str(self.root)
-
+class Broker(test_log_tail.Broker):
     def pidfile(self, node):
         return str(self.root / "broker.pid")
 
