@@ -44,7 +44,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness.history.roles import ACK
+from harness.history.roles import ACK, DELIVER, DRAIN_READ
 from harness.rundir import RunDir
 
 from .base import UNKNOWN, CheckResult, Property
@@ -106,7 +106,7 @@ c = F.col
 
 def read_state(history: LoadedHistory) -> dict[str, Any] | None:
     """The run's brokers/state.json, or None when the state was not read."""
-    run = RunDir.find(history.path)
+    run = RunDir.find(history.history)
     if not run.broker_state.is_file():
         return None
     return json.loads(run.broker_state.read_text())
@@ -132,7 +132,7 @@ class BrokerChecker:
         unreadable = dict(state.get("unreadable") or {})
         if "metadata" in state or "replicas" in state:  # partitioned, replicated logs
             log_checks(history, state, counts, found, info)
-        queue_checks(state, counts, found)
+        queue_checks(state, counts, found, history.facts.final_read_complete, info)
         discarded_sides(history, state, counts, found)
         anomalies = {
             k: {"count": counts[k], "examples": found[k][:EXAMPLES]} for k in ANOMALIES if counts[k]
@@ -140,7 +140,7 @@ class BrokerChecker:
         for examples in anomalies.values():
             for ex in examples["examples"]:
                 ex.setdefault("indexes", [])
-        broken = [f"{k}={n}" for k, n in counts.items() if n]
+        broken = [f"{k}={counts[k]}" for k in ANOMALIES if counts[k]]
         if broken:
             prop = Property(False, ", ".join(broken))
         elif unreadable:
@@ -178,7 +178,7 @@ def checkpointed_epochs(history: LoadedHistory, state: dict[str, Any]) -> DataFr
 
 def _replica_files(history: LoadedHistory, state: dict[str, Any], schema, rows) -> DataFrame | None:
     """`rows` of every replica's file read with `schema`, with its node and broker."""
-    run = RunDir.find(history.path)
+    run = RunDir.find(history.history)
     frames = []
     for node, r in sorted((state.get("replicas") or {}).items()):
         df = rows(history.spark.read.schema(schema).json(str(run.brokers / r["file"])))
@@ -193,15 +193,18 @@ def _replica_files(history: LoadedHistory, state: dict[str, Any], schema, rows) 
 
 
 def _partition_table(history: LoadedHistory, state: dict[str, Any]) -> DataFrame:
-    """(topic, partition, hw, leader, isr) per partition, from state.json."""
+    """(topic, partition, hw, leader, isr, replicas) per partition, from state.json."""
     hws = state.get("high_watermarks") or {}
     meta = state.get("metadata") or {}
     rows = []
     for key in sorted(set(hws) | set(meta)):
         topic, _, p = key.rpartition("/")
         m = meta.get(key, {})
-        rows.append((topic, int(p), hws.get(key), m.get("leader"), m.get("isr") or []))
-    schema = "topic string, partition long, hw long, leader long, isr array<long>"
+        isr, replicas = m.get("isr") or [], m.get("replicas") or []
+        rows.append((topic, int(p), hws.get(key), m.get("leader"), isr, replicas))
+    schema = (
+        "topic string, partition long, hw long, leader long, isr array<long>, replicas array<long>"
+    )
     return local_rows(history.spark, rows, schema)
 
 
@@ -224,6 +227,12 @@ def log_checks(
     for h in state.get("hanging") or []:
         counts["hanging-transaction"] += 1
         found["hanging-transaction"].append(h)
+    empty_isr = sorted(k for k, m in (state.get("metadata") or {}).items() if not m.get("isr"))
+    if empty_isr:
+        # KIP-966 allows an empty in-sync set: no replica is then known whole
+        info["acked-missing-on-replicas"] = "not judged (no in-sync replica): " + ", ".join(
+            empty_isr
+        )
     logs = replicas(history, state)
     if logs is None:
         return
@@ -285,7 +294,9 @@ def log_checks(
     leader_log = records.filter(c("broker") == c("leader")).select(
         "topic", "partition", c("offset").alias("acked_at"), c("id").alias("there")
     )
-    isr = parts.select("topic", "partition", "isr", c("hw").alias("part_hw"))
+    isr = parts.select(
+        "topic", "partition", "isr", c("hw").alias("part_hw"), c("replicas").alias("part_replicas")
+    )
     where = (
         acked.join(held, ["topic", "id"], "left")
         .join(isr, ["topic", "partition"])
@@ -298,8 +309,13 @@ def log_checks(
     read = F.array(*[F.lit(b) for b in read_brokers] or [F.lit(-1)]).cast("array<long>")
     isr_read = F.array_intersect(c("isr"), read)
     # acked-missing-on-replicas: no in-sync replica of the topic holds it
-    # (every in-sync replica of its partition read: else nothing is proven)
-    missing = (F.size(anywhere_in_sync) == 0) & (F.size(isr_read) == F.size(c("isr")))
+    # (every in-sync replica of its partition read: else nothing is proven;
+    # an empty in-sync set, which KIP-966 allows, proves nothing either)
+    missing = (
+        (F.size(c("isr")) > 0)
+        & (F.size(anywhere_in_sync) == 0)
+        & (F.size(isr_read) == F.size(c("isr")))
+    )
     # history-broker-disagreement: held by the brokers, but not where the
     # history says it was acknowledged, and the leader holds another there
     disagree = (
@@ -313,8 +329,28 @@ def log_checks(
     below = F.filter(here, lambda h: h["offset"] < c("part_hw"))
     lacking = F.array_except(isr_read, F.transform(here, lambda h: h["broker"]))
     lost = (F.size(below) > 0) & (F.size(lacking) > 0)
-    # the three counted in one job; examples read only of those found
-    seen = _counts(where, {"missing": missing, "disagree": disagree, "lost": lost})
+    # unread: no read of the history returned it, yet every replica of its
+    # partition that was read holds it there: the final read missed it
+    replicas_read = F.array_intersect(c("part_replicas"), read)
+    holding = F.transform(here, lambda h: h["broker"])
+    read_ids = (
+        history.message_events()
+        .filter(c("role").isin(DELIVER, DRAIN_READ))
+        .select("id", F.lit(True).alias("was_read"))
+        .distinct()
+    )
+    where_read = where.join(read_ids, "id", "left")
+    unread = (
+        c("was_read").isNull()
+        & (F.size(replicas_read) > 0)
+        & (F.size(F.array_except(replicas_read, holding)) == 0)
+    )
+    # the four counted in one job; examples read only of those found
+    seen = _counts(
+        where_read, {"missing": missing, "disagree": disagree, "lost": lost, "unread": unread}
+    )
+    # not an anomaly: the delivery verdict's evidence (checkers/reconcile.py)
+    counts["unread"] = seen["unread"]
     counts["acked-missing-on-replicas"] = seen["missing"]
     ex = _examples(where, missing, seen["missing"], ["ack_idx"])
     found["acked-missing-on-replicas"] = [
@@ -464,13 +500,30 @@ def _count_and_first(df: DataFrame, order: list[str]) -> tuple[int, list]:
         df.unpersist()
 
 
-def queue_checks(state: dict[str, Any], counts: dict[str, int], found: dict[str, list]) -> None:
-    """RabbitMQ's queues as each node reports them, and quorum members."""
-    for node, queues in sorted((state.get("queues") or {}).items()):
-        for q in queues:
-            if q.get("messages") and q.get("type") != "stream":  # a stream keeps its log
-                counts["queue-not-empty-after-drain"] += 1
-                found["queue-not-empty-after-drain"].append({"node": node, **q})
+def queue_checks(
+    state: dict[str, Any],
+    counts: dict[str, int],
+    found: dict[str, list],
+    drained: bool,
+    info: dict[str, Any],
+) -> None:
+    """RabbitMQ's queues as each node reports them, and quorum members.
+    What is left in a queue says something only after a complete drain:
+    after an incomplete one the messages may just be waiting there."""
+    left = [
+        (node, q)
+        for node, queues in sorted((state.get("queues") or {}).items())
+        for q in queues
+        if q.get("messages") and q.get("type") != "stream"  # a stream keeps its log
+    ]
+    if left and not drained:
+        info["queue-not-empty-after-drain"] = (
+            f"not judged: {len(left)} queue(s) still hold messages, but the drain was incomplete"
+        )
+        left = []
+    for node, q in left:
+        counts["queue-not-empty-after-drain"] += 1
+        found["queue-not-empty-after-drain"].append({"node": node, **q})
     for queue, members in sorted((state.get("quorum") or {}).items()):
         # the applied index where the version reports it, else the commit index
         applied = {
@@ -521,14 +574,13 @@ def discarded_sides(
 ) -> None:
     """acked-on-discarded-side: ids a node confirmed within one of its
     discarded_windows, never read by anyone."""
-    from harness.history.roles import DELIVER, DRAIN_READ
 
     windows = discarded_windows(state)
     if not windows:
         return
     # an ok send's node is in the JSONL only (the loaded history has no node
     # column): read with the history's own schema, only when a side was discarded
-    ops = history.spark.read.schema(OP).json(str(RunDir.find(history.path).history))
+    ops = history.spark.read.schema(OP).json(history.path)  # plain JSON Lines
     ok = ops.filter((c("f") == "send") & (c("type") == "ok"))
     sends = ok.select("index", "time", "node", F.explode("value.msgs").alias("m")).select(
         "index", "time", "node", "m.id", c("m.queue").alias("queue")

@@ -134,14 +134,16 @@ def _with_role(items: Column, mop: Column | None = None, n: str | None = None) -
         lambda m: F.struct(
             m["id"].alias("id"),
             role_of(f, typ, F.lit(None) if mop is None else mop).alias("role"),
+            # an effect names no queue: its count is the message's, wherever it went
             (m[n] if n else F.lit(1).cast("long")).alias("n"),
+            (F.lit(None).cast("string") if n else m["queue"]).alias("queue"),
         ),
     )
 
 
 def occurrences() -> Column:
-    """Every message id a JSON op mentions: (id, role, n), n being 1 or an
-    effect count."""
+    """Every message id a JSON op mentions: (id, role, n, queue), n being 1
+    or an effect count, queue null for an effect."""
     f, v = F.col("f"), F.col("value")
     return (
         F.when(

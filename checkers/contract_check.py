@@ -31,6 +31,7 @@ from harness.history.contract import (
     loads,
     no_operations,
     pairing_problem,
+    sent_ids,
 )
 
 from .columns import count_if, has_offset, value_ok
@@ -189,9 +190,12 @@ def _with_pairing(ops: DataFrame, order: tuple[str, ...], keep: tuple[str, ...])
     w = Window.partitionBy("proc", paired).orderBy(*order)
     prev_type, prev_f = F.lag("type").over(w), F.lag("f").over(w)
     is_invoke = c("type") == "invoke"
+    # a send's completion names the ids its invoke carried (Pairing)
+    ids = F.when(c("f") == "send", F.array_sort(c("value.msgs.id")))
+    other_ids = (c("f") == "send") & (prev_f == "send") & ~ids.eqNullSafe(F.lag(ids).over(w))
     pairing_bad = paired & F.when(
         is_invoke, F.coalesce(prev_type == "invoke", F.lit(False))
-    ).otherwise(F.coalesce((prev_type != "invoke") | (prev_f != c("f")), F.lit(True)))
+    ).otherwise(F.coalesce((prev_type != "invoke") | (prev_f != c("f")) | other_ids, F.lit(True)))
     open_invoke = paired & is_invoke & F.lead("type").over(w).isNull() & c("f").isin("send", "txn")
     return ops.select(
         *keep,
@@ -426,7 +430,9 @@ def _problem_at(
         opened = None
         if detail["prev_type"] == "invoke":
             at = _previous_paired(spark, p, op["process"], blk, pos)
-            opened = (detail["prev_f"], blocks[at[0]].line(at[1])) if at else None
+            if at:
+                invoke = orjson.loads(_line_at(spark, p, at[0], at[1]))
+                opened = (detail["prev_f"], blocks[at[0]].line(at[1]), sent_ids(invoke))
         problem = pairing_problem(op, opened)
         if problem:
             return HistoryError(lineno, "type", problem)

@@ -54,7 +54,10 @@ ANOMALIES: dict[str, tuple[tuple[str, ...], str]] = {
         ("deliver_idx", "deliver_last_idx"),
         "delivered to the application more than once",
     ),
-    "unexpected": (("seen_idx",), "read but never sent"),
+    "unexpected": (
+        ("seen_idx",),
+        "read but never sent there (never attempted, or read from another queue)",
+    ),
     "aborted-read": (("fail_idx", "seen_idx"), "send failed, yet the message was read"),
     "effect-lost": (("ack_idx", "effect_idx"), "acknowledged, no effect in the sink"),
     "effect-duplicated": (("effect_idx",), "effect applied more than once"),
@@ -62,9 +65,12 @@ ANOMALIES: dict[str, tuple[tuple[str, ...], str]] = {
     "effect-aborted": (("fail_idx", "effect_idx"), "effect of a message whose send failed"),
 }
 
+# at-least-once judges loss alone: reads of data that was never (or not
+# there) written are at-most-once's and read-committed's business, so a
+# read_uncommitted consumer handed an aborted record loses nothing.
 PROPERTY_RULES = {
     "at-most-once": ("duplicated", "unexpected", "aborted-read"),
-    "at-least-once": ("lost", "unexpected", "aborted-read"),
+    "at-least-once": ("lost",),
     "exactly-once-effect": (
         "effect-lost",
         "effect-duplicated",
@@ -72,21 +78,33 @@ PROPERTY_RULES = {
         "effect-aborted",
     ),
 }
+# An aborted read is evidence against read-committed even where the offset
+# checker has nothing to judge (no offsets, no ok txn): the offset checker
+# owns that property and says whether anything proves it held.
+EVIDENCE_RULES = {"read-committed": ("aborted-read",)}
+
+
+SEND_ROLES = (ATTEMPT, OPEN_ATTEMPT, ACK, FAIL, INFO)
 
 
 def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
-    """Groups events by message id and classifies each id by the spec."""
-    role = F.col("role")
+    """Groups events by message id and classifies each id by the spec.
+
+    A read is a delivery (or a drain's proof) only on the queue the id was
+    sent to: events are first summed per (id, queue), then per id, where a
+    read on a queue no send of the id named counts as `unexpected` there,
+    not as the id's delivery. A read or send naming no queue matches any.
+    """
+    role, idx = F.col("role"), F.col("idx")
 
     def n_of(*roles: int) -> Column:
         return F.sum(F.when(role.isin(*roles), F.col("n")).otherwise(0))
 
-    role, idx = F.col("role"), F.col("idx")
-
     def first(*roles: int) -> Column:
         return F.min(F.when(role.isin(*roles), idx))
 
-    g = ev.groupBy("id").agg(
+    per_queue = ev.groupBy("id", "queue").agg(
+        n_of(*SEND_ROLES).alias("sends"),
         n_of(ATTEMPT, OPEN_ATTEMPT).alias("attempts"),
         n_of(ACK).alias("acks"),
         n_of(FAIL).alias("fails"),
@@ -104,6 +122,52 @@ def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
         first(EFFECT).alias("effect_idx"),
     )
     c = F.col
+    # `here`: reads of this row are on a queue the id was sent to (or name none)
+    here = c("queue").isNull() | (c("sends") > 0)
+
+    def where(cond: Column, name: str, agg=F.sum) -> Column:
+        zero = F.lit(0) if agg is F.sum else F.lit(None)
+        return agg(F.when(cond, c(name)).otherwise(zero))
+
+    g = per_queue.groupBy("id").agg(
+        *(F.sum(n).alias(n) for n in ("attempts", "acks", "fails", "unknowns", "effect_count")),
+        *(F.min(n).alias(n) for n in ("attempt_idx", "ack_idx", "fail_idx", "effect_idx")),
+        # a send that named its queue: reads elsewhere are then not its deliveries
+        F.coalesce(F.bool_or(c("queue").isNotNull() & (c("sends") > 0)), F.lit(False)).alias(
+            "queued"
+        ),
+        where(here, "deliveries").alias("deliveries_here"),
+        where(~here, "deliveries").alias("deliveries_elsewhere"),
+        where(here, "drains").alias("drains_here"),
+        where(~here, "drains").alias("drains_elsewhere"),
+        where(here, "deliver_idx", F.min).alias("deliver_idx_here"),
+        where(~here, "deliver_idx", F.min).alias("deliver_idx_elsewhere"),
+        where(here, "deliver_last_idx", F.max).alias("deliver_last_idx_here"),
+        where(~here, "deliver_last_idx", F.max).alias("deliver_last_idx_elsewhere"),
+        where(here, "seen_idx", F.min).alias("seen_idx_here"),
+        where(~here, "seen_idx", F.min).alias("seen_idx_elsewhere"),
+    )
+    queued = c("queued")
+
+    def counted(name: str, combine) -> Column:
+        """The id's reads of `name`: those here, and those elsewhere when no
+        send named a queue."""
+        return F.when(queued, c(f"{name}_here")).otherwise(
+            combine(c(f"{name}_here"), c(f"{name}_elsewhere"))
+        )
+
+    def plus(a: Column, b: Column) -> Column:
+        return a + b
+
+    g = g.select(
+        "*",
+        counted("deliveries", plus).alias("deliveries"),
+        counted("drains", plus).alias("drains"),
+        counted("deliver_idx", F.least).alias("deliver_idx"),
+        counted("deliver_last_idx", F.greatest).alias("deliver_last_idx"),
+        F.coalesce(counted("seen_idx", F.least), c("seen_idx_elsewhere")).alias("seen_idx"),
+        (queued & ((c("deliveries_elsewhere") + c("drains_elsewhere")) > 0)).alias("misplaced"),
+    )
     acknowledged = c("acks") > 0
     indeterminate = ~acknowledged & (c("unknowns") > 0)
     failed = ~acknowledged & ~indeterminate & (c("fails") > 0)
@@ -118,7 +182,7 @@ def per_id(ev: DataFrame, has_effects: bool) -> DataFrame:
         "delivered": c("deliveries") > 0,
         "lost": acknowledged & ~seen,
         "duplicated": c("deliveries") > 1,
-        "unexpected": seen & ~attempted,
+        "unexpected": (seen & ~attempted) | c("misplaced"),
         "recovered": indeterminate & seen,
         "aborted-read": failed & seen,
         "effect-lost": effects & acknowledged & (c("effect_count") <= 0),
@@ -151,15 +215,11 @@ def decide(
     one, at-least-once with lost > 0 is "unknown", not a false alarm.
     """
     props: dict[str, Property] = {}
-    for name, rule in PROPERTY_RULES.items():
+    for name, rule in {**PROPERTY_RULES, **EVIDENCE_RULES}.items():
         broken = [f"{k}={counts[k]}" for k in rule if counts[k] > 0]
         if name == "exactly-once-effect" and not has_effects:
             props[name] = Property(UNKNOWN, "no effects ops: the sink was never read")
-        elif (
-            name == "at-least-once"
-            and broken == [f"lost={counts['lost']}"]
-            and not final_read_complete
-        ):
+        elif name == "at-least-once" and broken and not final_read_complete:
             props[name] = Property(
                 UNKNOWN, f"lost={counts['lost']}, but no complete final drain proves the loss"
             )
@@ -206,7 +266,7 @@ def counts_and_examples(
 class DeliveryChecker:
     name = "delivery"
     properties = tuple(PROPERTY_RULES)
-    rules = PROPERTY_RULES
+    rules = {**PROPERTY_RULES, **EVIDENCE_RULES}
     anomalies = {name: what for name, (_, what) in ANOMALIES.items()}
     hollow: dict[str, HollowRule] = {
         "at-least-once": (fault_seen, no_fault("could make a message go missing")),

@@ -18,6 +18,7 @@ from typing import Any
 from checkers.base import results_document, run_checkers
 from checkers.exercise import mark_exercised
 from checkers.load import load_history
+from checkers.reconcile import reconcile
 from checkers.registry import hollow_rules, new_checkers, properties
 from checkers.spark import DEFAULT_DRIVER_MEMORY, checkers_at_once, spark_session
 from harness.rundir import TEST_FILE, RunDir, RunFileError, write_json
@@ -34,6 +35,9 @@ def parse_claims(text: str | None) -> list[str] | None:
         return None
     claims = [c.strip() for c in text.split(",") if c.strip()]
     known = properties()
+    if not claims:
+        # a run judged against nothing could never fail: a gate would pass anything
+        raise UsageError(f"--claims {text!r}: names no property; known: {', '.join(known)}")
     unknown = [c for c in claims if c not in known]
     if unknown:
         raise UsageError(f"--claims: unknown property {unknown[0]!r}; known: {', '.join(known)}")
@@ -78,7 +82,7 @@ def check(
     step("reading and validating the history")
     history = load_history(spark, hp, use_sidecar=use_sidecar)
     checked = run_checkers(new_checkers(), history, test, step, at_once=checkers_at_once(size))
-    result = mark_exercised(checked, hollow_rules())
+    result = mark_exercised(reconcile(checked, test), hollow_rules())
     doc = results_document(result, claims)
     doc.setdefault("history", {}).update(path=str(hp), source=history.source)
     doc["claims-source"] = source  # optional field: where the claims came from

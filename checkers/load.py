@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from harness.history import NEMESIS, ReadReport, sidecar
-from harness.history.contract import MESSAGE_FS, VALUE_FS
+from harness.history.contract import MESSAGE_FS, VALUE_FS, compression, plain_history
 from harness.history.roles import ATTEMPT, EFFECT, OPEN_ATTEMPT, RESET_FS
 from harness.rundir import RunDir
 
@@ -62,20 +62,33 @@ class LoadedHistory:
     caching it."""
 
     spark: SparkSession
-    path: str
+    history: Path  # the file as given: JSON Lines, or compressed
     ops: DataFrame
     occurrences: DataFrame
     facts: HistoryFacts
     source: str = "jsonl"
     files: dict[str, Path] | None = None  # the sidecar's, when it is the source
+    plain: Path | None = None  # the history as plain JSON Lines, once asked for
+
+    @property
+    def path(self) -> str:
+        """The history as plain JSON Lines, for a reader given a path
+        (Spark's): the file itself, or a compressed history's decompressed
+        copy beside it (harness.history.plain_history), made when first
+        asked for."""
+        if self.plain is None:
+            self.plain = plain_history(self.history)
+        return str(self.plain)
 
     def message_events(self) -> DataFrame:
-        """(id, role, idx, n), invokes that never completed marked open."""
+        """(id, role, idx, n, queue), invokes that never completed marked open."""
         role = F.col("role")
         if self.facts.open_invokes:
             is_open = F.col("index").isin(self.facts.open_invokes)
             role = F.when((role == ATTEMPT) & is_open, OPEN_ATTEMPT).otherwise(role)
-        return self.occurrences.select("id", role.alias("role"), F.col("index").alias("idx"), "n")
+        return self.occurrences.select(
+            "id", role.alias("role"), F.col("index").alias("idx"), "n", "queue"
+        )
 
     def message_rows(self, markers: tuple[str, ...] = ()) -> DataFrame:
         """One row per message a send/receive/drain/txn op mentions, every
@@ -142,7 +155,7 @@ def _jsonl_occurrences(ops: DataFrame) -> DataFrame:
     return (
         ops.filter(wanted)
         .select("index", F.explode(occurrences()).alias("e"))
-        .select("index", "e.id", "e.role", "e.n")
+        .select("index", "e.id", "e.role", "e.n", "e.queue")
         .filter(F.col("role").isNotNull())
     )
 
@@ -171,7 +184,7 @@ def _sidecar_frames(spark: SparkSession, files: dict[str, Path]) -> tuple[DataFr
     occ = (
         _sidecar_msgs(spark, files)
         .filter(F.col("role") <= EFFECT)
-        .select("index", "id", F.col("role").cast("int").alias("role"), "n")
+        .select("index", "id", F.col("role").cast("int").alias("role"), "n", "queue")
     )
     return ops, occ
 
@@ -198,12 +211,18 @@ def load_history(
     Reads the columnar sidecar instead of the JSONL when one matches it
     (harness/history/sidecar.py), unless `use_sidecar` is False. A history
     without one, above `convert_above` bytes (None: never), is made columnar
-    first (`convert`): the same check, then every checker reads columns."""
+    first (`convert`): the same check, then every checker reads columns.
+
+    A compressed history (told by its magic bytes) is read decompressed:
+    without a sidecar that matches it, one is built from it by the exact
+    reader (read_history, streaming it decompressed); with `use_sidecar`
+    False, or where none can be built, Spark reads a decompressed copy."""
     p = RunDir.find(path).history
     if not p.is_file():
         raise FileNotFoundError(f"no history at {p}")
+    compressed = compression(p) is not None  # raises for one no reader here can read
     manifest = sidecar.manifest(p) if use_sidecar else None
-    big = convert_above is not None and p.stat().st_size > convert_above
+    big = convert_above is not None and (compressed or p.stat().st_size > convert_above)
     if use_sidecar and manifest is None and big and convert(spark, p):
         manifest = sidecar.manifest(p)
     if manifest:
@@ -214,9 +233,12 @@ def load_history(
         source = "converted" if manifest.get("converted") else "sidecar"
         tail = manifest.get("truncated_line")
         return _loaded(spark, p, ops, occ, manifest, tail, source, files)
-    facts, ops, truncated = _checked_jsonl(spark, p)
+    plain = plain_history(p)  # p itself unless compressed
+    facts, ops, truncated = _checked_jsonl(spark, plain)
     tail = facts["lines"] if truncated else None
-    return _loaded(spark, p, ops, _jsonl_occurrences(ops), facts, tail, "jsonl", None)
+    h = _loaded(spark, p, ops, _jsonl_occurrences(ops), facts, tail, "jsonl", None)
+    h.plain = plain
+    return h
 
 
 def _checked_jsonl(spark: SparkSession, p: Path) -> tuple[dict, DataFrame, bool]:
@@ -243,15 +265,18 @@ def convert(
     of the JSONL (as `load_history` does it: the same line, field and words
     as read_history), then one Spark pass that writes the sidecar. None
     (nothing written) when the history cannot be columnar, or its directory
-    cannot be written in."""
+    cannot be written in. A compressed history is made columnar by the
+    exact reader alone (`convert_natively`)."""
     p = RunDir.find(path).history
     if not os.access(p.parent, os.W_OK | os.X_OK):
         return None
-    made = convert_natively(p) if native else None
-    if made is not None:
+    compressed = compression(p) is not None  # no Spark pass reads one: the exact reader does
+    made = convert_natively(p) if native or compressed else None
+    if made is not None or compressed:
         return made
     files = sidecar.paths(p)
     files["manifest"].unlink(missing_ok=True)  # unsealed until the last write
+    sealed_for = sidecar.digest(p)  # before it is read: a change meanwhile never matches
     facts, ops, truncated = _checked_jsonl(spark, p)
     lines = spark.read.option("lineSep", "\n").text(str(p))
     if _names_a_queue_by_a_non_string(lines):
@@ -274,27 +299,37 @@ def convert(
         "tally": sorted([r["f"], r["type"], r["is_client"], r["count"]] for r in tally),
         "truncated_line": facts["lines"] if truncated else None,
     }
-    return _seal(p, files, made, "spark")
+    return _seal(p, files, made, "spark", sealed_for)
 
 
 def convert_natively(path: str | os.PathLike) -> dict[str, Path] | None:
     """`convert` by the native converter alone, no Spark: the sidecar's
     files, or None (nothing sealed) where it leaves the history to the
-    exact way, or its directory cannot be written in."""
+    exact way, or its directory cannot be written in. The native converter
+    reads plain JSON Lines only: a compressed history is built by the exact
+    reader instead (sidecar.build, streaming it decompressed; HistoryError
+    for a bad line, in its words)."""
     p = RunDir.find(path).history
     if not os.access(p.parent, os.W_OK | os.X_OK):
         return None
+    if compression(p):
+        return sidecar.build(p)
     files = sidecar.paths(p)
     files["manifest"].unlink(missing_ok=True)  # unsealed until the last write
+    sealed_for = sidecar.digest(p)  # before it is read: a change meanwhile never matches
     made = native_convert(p, files["ops"], files["msgs"])
-    return None if made is None else _seal(p, files, made, converter="native")
+    return None if made is None else _seal(p, files, made, "native", sealed_for)
 
 
-def _seal(p: Path, files: dict[str, Path], facts: dict, converter: str) -> dict[str, Path]:
-    """Writes the manifest of a converted sidecar, last: from now on it is used."""
+def _seal(
+    p: Path, files: dict[str, Path], facts: dict, converter: str, sealed_for: str
+) -> dict[str, Path]:
+    """Writes the manifest of a converted sidecar, last: from now on it is
+    used (while the history's size and digest, `sealed_for`, stand)."""
     manifest = {
         "version": sidecar.VERSION,
         "jsonl_bytes": p.stat().st_size,
+        "digest": sealed_for,
         **facts,
         "converted": True,
         "converter": converter,
@@ -419,7 +454,7 @@ def _loaded(
 ) -> LoadedHistory:
     return LoadedHistory(
         spark=spark,
-        path=str(p),
+        history=p,
         ops=ops,
         occurrences=occ,
         source=source,

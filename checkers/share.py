@@ -66,7 +66,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness.history.roles import ACK
+from harness.history.roles import ACK, ATTEMPT, OPEN_ATTEMPT
 
 from .base import UNKNOWN, CheckResult, Property
 from .brokers import read_state
@@ -161,6 +161,12 @@ class ShareChecker:
             reads = share.filter(F.col("f").isin(*READS))
             tally = {r["type"]: int(r["count"]) for r in reads.groupBy("type").count().collect()}
             unknown_reads = tally.get("invoke", 0) - tally.get("ok", 0) - tally.get("fail", 0)
+            # Where each unknown read ended (its info, or never: the end of
+            # the run): it can only have taken a copy of a record sent before.
+            infos = reads.filter(F.col("type") == "info").orderBy(F.desc("index")).limit(limit)
+            never = max(0, unknown_reads - tally.get("info", 0))
+            unknown_ends = [END] * min(never, limit) + [r["index"] for r in infos.collect()]
+            unknown_ends = unknown_ends[:limit]
             state = read_state(history) or {}
             logged = LAST_ATTEMPT in (state.get("logged") or ())
             # Only whether a record's last sight came before the last L faults matters.
@@ -182,11 +188,22 @@ class ShareChecker:
             )
             deliveries = msgs.filter(F.col("f").isin(*READS) & (F.col("type") == "ok"))
             acks = msgs.filter((F.col("f") == "ack") & (F.col("type") != "invoke"))
-            acked = history.message_events().filter(F.col("role") == ACK).select("id").distinct()
+            role = F.col("role")
+            acked = (
+                history.message_events()
+                .groupBy("id")
+                .agg(
+                    F.min(F.when(role.isin(ATTEMPT, OPEN_ATTEMPT), F.col("idx"))).alias("sent_idx"),
+                    F.max((role == ACK).cast("int")).alias("acked"),
+                )
+                .filter(F.col("acked") == 1)
+                .select("id", "sent_idx")
+            )
             last_tries = _last_attempts(history, state, deliveries) if logged else None
             counts, anomalies = _judge(
-                deliveries, acks, acked, limit, max(0, unknown_reads), late, last_tries
+                deliveries, acks, acked, limit, unknown_ends, late, last_tries
             )
+            counts["share-unknown-reads"] = max(0, unknown_reads)
         finally:
             ops.unpersist()
         complete = history.facts.final_read_complete
@@ -228,6 +245,10 @@ def _last_attempts(
     return deliveries.join(logged, ["topic", "partition", "offset"]).select("id").distinct()
 
 
+# The end of an unknown read that never completed: after every op.
+END = 2**62
+
+
 def _faults_after(index: Column, late: list[int]) -> Column:
     """How many of the last faults (`late`, at most L) come after `index`."""
     return sum((index < F.lit(i)).cast("int") for i in late) if late else F.lit(0)
@@ -238,11 +259,14 @@ def _judge(
     acks: DataFrame,
     acked: DataFrame,
     limit: int,
-    unknown: int,
+    unknown_ends: list[int],
     late: list[int],
     last_tries: DataFrame | None,
 ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
-    """The counts and anomalies; `last_tries`: (id) the brokers logged
+    """The counts and anomalies; `acked`: (id, sent_idx) of the acknowledged
+    records; `unknown_ends`: where the last L unknown reads ended (an
+    unknown read excuses only records sent before it ended, and releases
+    made before it ended); `last_tries`: (id) the brokers logged
     acquiring on a last attempt, or None where they do not log it."""
     per_delivery = deliveries.groupBy("id").agg(
         F.max("dc").alias("max_dc"),
@@ -259,7 +283,10 @@ def _judge(
     )
     last_sight = F.greatest(F.col("last_delivery"), F.col("last_ack"))
     # unknown reads and later faults: acquisitions the application may not have seen
-    unseen = F.lit(unknown) + _faults_after(F.coalesce(last_sight, F.lit(-1)), late)
+    sent = F.coalesce(F.col("sent_idx"), F.lit(-1))
+    unseen = _faults_after(sent, unknown_ends) + _faults_after(
+        F.coalesce(last_sight, F.lit(-1)), late
+    )
     seen = F.coalesce(F.col("max_dc"), F.lit(0))
     settled = F.coalesce(F.col("accepted"), F.lit(False)) | F.coalesce(
         F.col("rejected"), F.lit(False)
@@ -311,10 +338,12 @@ def _judge(
         "id", F.col("dc").alias("released_at"), F.col("index").alias("release_index")
     )
     later = deliveries.select("id", F.col("dc").alias("later_dc"))
-    after = _faults_after(F.col("release_index"), late)
+    after = _faults_after(F.col("release_index"), late) + _faults_after(
+        F.col("release_index"), unknown_ends
+    )
     # a record the brokers acquired again (on its last attempt) was redelivered
     not_redelivered = (
-        releases.filter(F.col("released_at") + unknown + after < limit)
+        releases.filter(F.col("released_at") + after < limit)
         .join(
             later, (releases.id == later.id) & (later.later_dc > releases.released_at), "left_anti"
         )
@@ -330,7 +359,6 @@ def _judge(
         "share-archived": int(sums["archived"] or 0),
         "share-archived-unseen": int(sums["archived_unseen"] or 0),
         "share-last-attempt-unseen": int(sums["last_attempt_unseen"] or 0),
-        "share-unknown-reads": unknown,
         "unaccepted": int(sums["unaccepted"] or 0),
         "over-delivered": over.select("id").distinct().count(),
         "release-not-redelivered": not_redelivered.select("id").distinct().count(),

@@ -131,6 +131,99 @@ PLANT = {
 }
 
 _STRINGS = ("", "n1", "ü→✓", 'quote" and \\ back', "line\nbreak", '{"msgs": []}')
+
+# Hostile mode (`random_history(..., hostile=True)`): every name a string
+# field may carry is one a printer could misread (rich markup, LaTeX for a
+# plot's labels, HTML, control bytes, the empty string, a very long one), and
+# nemesis ops of every shape "value may have any shape" allows. The contract
+# says nothing of names: each must come out as it went in.
+HOSTILE_NAMES = (
+    "[/bold]q",
+    "[red]",
+    "[bold red]x[/]",
+    "$\\undefinedmacro{x}$",
+    "$x_{",
+    "ü→✓ 日本語",
+    "",
+    "q" * 5000,
+    "<script>alert(1)</script>",
+    "'\"&amp;<b>",
+    "%s %(x)s {0} {}",
+    "line\nbreak\ttab",
+    "\x1b[31mansi\x1b[0m",
+    "back\\slash\\",
+    "0.q",
+    "t1",
+)
+HOSTILE_FAULT_FS = (
+    "start-$\\undefinedmacro{x}$",
+    "stop-$\\undefinedmacro{x}$",
+    "start-kill",
+    "stop-kill",
+    "start-kill",
+    "start-partition",
+    "stop-partition",
+    "start-[/bold]",
+    "stop-[red]",
+    "start-",
+    "stop-",
+    "start-start-",
+    "start-file-corruption",
+    "stop-file-corruption",
+    "start-disk-full",
+    "stop-disk-full",
+    "start-fence",
+    "start-membership",
+    "start-upgrade",
+    "stop-upgrade",
+    "start-" + "k" * 300,
+    "pause",
+    "",
+    "[/]",
+)
+HOSTILE_FAULT_VALUES: tuple[Any, ...] = (
+    None,
+    0,
+    -1,
+    1.5,
+    10**12,
+    True,
+    "",
+    "[/bold]",
+    "$\\undefinedmacro{x}$",
+    [],
+    [None],
+    [1, None, "n1"],
+    {},
+    {"nodes": [1, 2]},
+    {"nodes": None},
+    {"nodes": "n1"},
+    {"nodes": [None, "[/bold]"]},
+    {"crashed": [1, None]},
+    {"crashed": None},
+    {"node": None, "target": "[red]", "fallback": None},
+    {"recovered-after": None, "not-recovered-after": "soon"},
+    {"recovered-after": 1.5, "nodes": ["n1"]},
+    {"a": {"b": {"c": [None, {"d": []}]}}},
+    {"changes": [{"change": "bitflip", "flips": [{"offset": 1, "bit": None}]}, None]},
+    {"changes": None, "skipped": "$\\undefinedmacro{x}$"},
+    {"changes": "none"},
+    {"hit": None, "did": {"n1": None}, "space": "[/]"},
+    {"did": [1, 2], "seconds": {}},
+    {"fenced": "unknown", "transactional-id": None, "producer-id": [1]},
+    {"member": {"x": 1}, "before": None, "after": [None]},
+    {"started-again": None, "version": 3},
+    {"grudge": {"n1": None, "[/x]": ["n2"]}},
+)
+HOSTILE_OTHER_FS = (
+    "[/bold]",
+    "$\\undefinedmacro{x}$",
+    "",
+    "start-kill",
+    "stop-kill",
+    "ü",
+    "x" * 300,
+)
 _KEYS = ("nodes", "msgs", "value", "queue", "mops", "effects", "x", "partitions", "offset")
 
 
@@ -168,8 +261,9 @@ class _Sim:
     reads return any ids) or Kafka-shaped (partitions and offsets from a
     simulated log, with PLANT faults)."""
 
-    def __init__(self, ch: Choices, kafka: bool) -> None:
-        self.ch, self.kafka = ch, kafka
+    def __init__(self, ch: Choices, kafka: bool, hostile: bool = False) -> None:
+        self.ch, self.kafka, self.hostile = ch, kafka, hostile
+        self.names = HOSTILE_NAMES if hostile else ()  # more node and error names
         self.b = Builder()
         n = ch.int(2, 4)
         self.procs = list(range(n))
@@ -184,6 +278,9 @@ class _Sim:
         self.next_id = 1
         self.ids: list[int] = []
         self.retryable: list[int] = []  # ids whose send failed or is unknown
+        if hostile:
+            self.queues = tuple(ch.pick(HOSTILE_NAMES) for _ in range(ch.int(1, 3)))
+            self.actions += ("nemesis", "nemesis", "other")
         self.with_queue = not ch.chance(10)  # sometimes no queue field (the queue "")
         if not self.with_queue:
             self.queues = self.queues[:1]
@@ -199,8 +296,10 @@ class _Sim:
 
     def msg(self, i: int, queue: str, part: int | None = None, off: int | None = None) -> dict:
         m: dict[str, Any] = {"id": i}
-        if self.with_queue:
+        if self.with_queue and not (self.hostile and self.ch.chance(5)):
             m["queue"] = queue
+        if self.hostile and self.ch.chance(10):
+            m["key"] = self.ch.pick(HOSTILE_NAMES)
         if part is not None and off is not None and self.ch.chance(PLANT["half-position"]):
             part, off = self.ch.pick(((None, off), (part, None), (part, None)))
         if part is not None:
@@ -221,6 +320,13 @@ class _Sim:
 
     def queue(self) -> str:
         return self.ch.pick(self.queues)
+
+    def read_queue(self, inv: dict | None = None) -> str:
+        """The queue a queue-shaped read names: "q" (the one queue), or in
+        hostile mode the queue its invoke named, or any."""
+        if not self.hostile:
+            return "q"
+        return ((inv or {}).get("value") or {}).get("queue") or self.queue()
 
     def partition(self) -> int:
         return self.ch.int(0, self.partitions - 1)
@@ -296,9 +402,9 @@ class _Sim:
     def extra(self, typ: str) -> dict:
         ch, out = self.ch, {}
         if ch.chance(30):
-            out["node"] = ch.pick(("n1", "n2", "n3", None))
+            out["node"] = ch.pick(("n1", "n2", "n3", None) + self.names)
         if typ in ("fail", "info") and ch.chance(50):
-            out["error"] = ch.pick(("timeout", "NOT_LEADER", None, "ü"))
+            out["error"] = ch.pick(("timeout", "NOT_LEADER", None, "ü") + self.names)
         return out
 
     def step(self) -> None:
@@ -329,9 +435,18 @@ class _Sim:
         elif action == "nemesis":
             self.nemesis()
         else:
-            self.other(p, ch.pick(("assign", "revoke", "subscribe", "crash", "log")))
+            fs = ("assign", "revoke", "subscribe", "crash", "log")
+            self.other(p, ch.pick(fs + (HOSTILE_OTHER_FS if self.hostile else ())))
 
     def nemesis(self) -> None:
+        if self.hostile:
+            f = self.ch.pick(HOSTILE_FAULT_FS)
+            if self.ch.chance(70):
+                value = self.ch.pick(HOSTILE_FAULT_VALUES)
+            else:
+                value = json_value(self.ch)
+            self.b._add(process="nemesis", type="info", f=f, value=value, **self.extra("info"))
+            return
         f = self.ch.pick(("start-kill", "stop-kill", "start-partition", "stop-partition", "pause"))
         if self.ch.chance(10):
             self.b._add(process="nemesis", type="info", f=f)  # no value at all
@@ -344,8 +459,10 @@ class _Sim:
         ch = self.ch
         if f == "crash":
             typ, value = "info", {"point": ch.pick(("after-effect", "before-ack"))}
-        elif f == "log":
+        elif f == "log" or f in HOSTILE_OTHER_FS:
             typ, value = ch.pick(("invoke", "ok", "fail", "info")), json_value(ch)
+            if self.hostile and ch.chance(30):
+                value = ch.pick(HOSTILE_FAULT_VALUES)
         else:
             typ = ch.pick(("ok", "ok", "info", "invoke", "fail"))
             value = {"queue": self.queue(), "partitions": [0, 1]}
@@ -391,7 +508,8 @@ class _Sim:
             if self.kafka and ch.chance(10):  # msgs of a failed read: they never count
                 value = {"msgs": self.poll(p, False, False, self.queue())}
         elif not self.kafka:
-            value = {"msgs": [self.msg(i, "q") for i in self.any_ids()]}
+            q = self.read_queue(inv)
+            value = {"msgs": [self.msg(i, q) for i in self.any_ids()]}
         elif f == "receive":
             q = (inv["value"] or {}).get("queue") or self.queue()
             value = {"msgs": self.poll(p, ch.chance(PLANT["uncommitted"]), True, q)}
@@ -441,7 +559,8 @@ class _Sim:
                     uncommitted = ch.chance(PLANT["uncommitted"])
                     msgs = self.poll(p, uncommitted, advance, self.queue())
                 else:
-                    msgs = [self.msg(i, "q") for i in self.any_ids()] if typ == "ok" else []
+                    q = self.read_queue()
+                    msgs = [self.msg(i, q) for i in self.any_ids()] if typ == "ok" else []
                 mops.append({"f": "receive", "msgs": msgs})
             else:
                 mops.append(mop)
@@ -470,21 +589,28 @@ class _Sim:
         ch, b = self.ch, self.b
         for k in range(ch.int(0, 2)):
             p = FINAL_PROCESS + k
-            b.invoke(p, "drain", {"queue": self.queue()})
+            q = self.queue()
+            b.invoke(p, "drain", {"queue": q})
             if ch.chance(95):
                 typ = ch.pick(("ok", "ok", "ok", "fail", "info"))
-                msgs = self.drain() if self.kafka else [self.msg(i, "q") for i in self.any_ids()]
+                q = q if self.hostile else "q"
+                msgs = self.drain() if self.kafka else [self.msg(i, q) for i in self.any_ids()]
                 b.complete(p, typ, {"msgs": msgs} if typ == "ok" else None)
         if ch.chance(50):
             counts = {i: ch.pick((1, 1, 1, 0, 2)) for i in self.ids if ch.chance(90)}
             b.effects(counts, process=FINAL_PROCESS + 10)
 
 
-def random_history(ch: Choices, shape: str | None = None) -> Builder:
+def random_history(ch: Choices, shape: str | None = None, hostile: bool = False) -> Builder:
     """A random, conformant history: queue-shaped or Kafka-shaped (`shape`
-    "queue" or "kafka"; drawn when None)."""
+    "queue" or "kafka"; drawn when None). `hostile`: queue, key, node and
+    error names from HOSTILE_NAMES (queue-shaped ones several queues too),
+    some messages without their queue, nemesis ops of HOSTILE_FAULT_FS
+    with values of every shape, and ops of unknown `f`s named to confuse;
+    without it the choices asked are the same as ever (tests/fuzz.py's
+    seeds keep their histories)."""
     kafka = (shape or ch.pick(("queue", "kafka", "kafka"))) == "kafka"
-    sim = _Sim(ch, kafka)
+    sim = _Sim(ch, kafka, hostile)
     for _ in range(ch.int(1, 80 if kafka else 40)):
         sim.step()
     if ch.chance(60):

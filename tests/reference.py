@@ -191,8 +191,23 @@ def _all_msgs(op: dict) -> list[dict]:
 def _delivery(client: list[dict]) -> tuple[dict, dict, dict]:
     attempted: set[int] = set()
     outcome: dict[str, set[int]] = {"ok": set(), "fail": set(), "info": set()}
+    # The queues each id's sends named (a send or read naming none matches any).
+    sent_to: dict[int, set[str]] = defaultdict(set)
+    for op in client:
+        if op["f"] in ("send", "txn"):
+            for m in _send_msgs(op):
+                if m.get("queue") is not None:
+                    sent_to[m["id"]].add(m["queue"])
+
+    def there(m: dict) -> bool:
+        """A read of m is on a queue m was sent to."""
+        q = m.get("queue")
+        return q is None or not sent_to[m["id"]] or q in sent_to[m["id"]]
+
     deliveries, effects = Counter(), Counter()
     seen: set[int] = set()
+    misplaced: set[int] = set()
+    read_anywhere: set[int] = set()  # G1a: a failed id read on any queue
     effects_ops = drains_invoked = drains_ok = 0
     for op in client:
         f, t = op["f"], op["type"]
@@ -202,18 +217,22 @@ def _delivery(client: list[dict]) -> tuple[dict, dict, dict]:
                 attempted.update(ids)
             else:
                 outcome[t].update(ids)
+        read = []
         if f == "receive" and t == "ok" or f == "txn" and t == "ok":
-            deliveries.update(_ids(_read_msgs(op)))
-            seen.update(_ids(_read_msgs(op)))
+            read = _read_msgs(op)
+            deliveries.update(m["id"] for m in read if there(m))
         elif f == "drain":
             drains_invoked += t == "invoke"
             if t == "ok":
                 drains_ok += 1
-                seen.update(_ids(_read_msgs(op)))
+                read = _read_msgs(op)
         elif f == "effects" and t == "ok":
             effects_ops += 1
             for e in op["value"]["effects"]:
                 effects[e["id"]] += e["count"]
+        seen.update(m["id"] for m in read if there(m))
+        misplaced.update(m["id"] for m in read if not there(m))
+        read_anywhere.update(m["id"] for m in read)
 
     ok, fail, info = outcome["ok"], outcome["fail"], outcome["info"]
     acknowledged = ok
@@ -229,7 +248,7 @@ def _delivery(client: list[dict]) -> tuple[dict, dict, dict]:
         "delivered": len(deliveries),
         "lost": len(acknowledged - seen),
         "duplicated": sum(1 for n in deliveries.values() if n > 1),
-        "unexpected": len(seen - attempted),
+        "unexpected": len((seen - attempted) | misplaced),
         "recovered": len(indeterminate & seen),
         "aborted-read": len(failed & seen),
         "effect-lost": len(acknowledged - with_effect) if has_effects else 0,
@@ -238,9 +257,8 @@ def _delivery(client: list[dict]) -> tuple[dict, dict, dict]:
         "effect-aborted": len(with_effect & failed),
     }
     final_read = drains_ok > 0 and drains_ok == drains_invoked
-    at_least_once = not (c["lost"] or c["unexpected"] or c["aborted-read"])
-    if not at_least_once and not (c["unexpected"] or c["aborted-read"]) and not final_read:
-        at_least_once = UNKNOWN
+    # at-least-once judges loss alone, and a loss needs a complete final read
+    at_least_once = not c["lost"] or (UNKNOWN if not final_read else False)
     effect_ok = not (
         c["effect-lost"] or c["effect-duplicated"] or c["effect-unexpected"] or c["effect-aborted"]
     )
@@ -249,7 +267,7 @@ def _delivery(client: list[dict]) -> tuple[dict, dict, dict]:
         "at-least-once": at_least_once,
         "exactly-once-effect": effect_ok if has_effects else UNKNOWN,
     }
-    facts = {"failed": failed, "seen": seen, "final_read": final_read}
+    facts = {"failed": failed, "read": read_anywhere, "final_read": final_read}
     return c, valid, facts
 
 
@@ -401,7 +419,8 @@ def _offsets(client: list[dict], delivery_facts: dict) -> tuple[dict, dict, dict
     facts = {"has_offsets": has_offsets, "ok_txns": ok_txns}
     if not (has_offsets or ok_txns):
         counts = {k: 0 for k in OFFSET_ANOMALIES if k != "G1a"}
-        return counts, {"per-partition-order": UNKNOWN, "read-committed": True}, facts
+        # no evidence, no "held" (delivery's aborted-read may still break it)
+        return counts, {"per-partition-order": UNKNOWN, "read-committed": UNKNOWN}, facts
 
     places = _places(client)
     at = defaultdict(set)  # (q, p, o) -> ids
@@ -444,7 +463,7 @@ def _offsets(client: list[dict], delivery_facts: dict) -> tuple[dict, dict, dict
         "poll-skip": 0,
         "nonmonotonic-poll": 0,
         "nonmonotonic-send": 0,
-        "G1a": len(delivery_facts["failed"] & delivery_facts["seen"]),
+        "G1a": len(delivery_facts["failed"] & delivery_facts["read"]),
         "G0": 0,
         "G1c": 0,
     }
@@ -465,7 +484,7 @@ def _offsets(client: list[dict], delivery_facts: dict) -> tuple[dict, dict, dict
     )
     valid = {
         "at-most-once": not c["G1a"],
-        "at-least-once": not (c["lost-write"] or c["G1a"]),
+        "at-least-once": not c["lost-write"],
         "per-partition-order": False if order_broken else (True if has_offsets else UNKNOWN),
         "read-committed": not (c["G1a"] or c["G1c"]),
     }
@@ -526,6 +545,8 @@ def judge(ops: list[dict]) -> Reading:
     d_counts, d_valid, d_facts = _delivery(client)
     o_counts, o_valid, o_facts = _offsets(client, d_facts)
     valid = {name: _worst(d_valid.get(name, True), o_valid.get(name, True)) for name in PROPERTIES}
+    # an aborted read is evidence against read-committed wherever it is seen
+    valid["read-committed"] = _worst(valid["read-committed"], not d_counts["aborted-read"])
     return Reading(
         counts={**d_counts, **o_counts},
         valid=valid,

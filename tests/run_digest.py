@@ -6,10 +6,13 @@ the harness's warnings, the brokers' last errors)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections import Counter
 from pathlib import Path
+
+from harness.history import open_history
 
 MOST_RUNS = 3
 WIDTH = 220
@@ -81,7 +84,7 @@ def outline(run: Path) -> str:
     except (OSError, ValueError):
         recovery = "? (no stats.json)"
     drains, unfinished = Counter(), ""
-    with (run / "history.jsonl").open() as f:
+    with io.TextIOWrapper(open_history(run / "history.jsonl"), errors="replace") as f:
         for line in f:
             if '"drain"' not in line:
                 continue

@@ -33,17 +33,24 @@ def share_reference(
     deliveries: list[tuple[int, int]] = []  # (id, delivery_count)
     told: set[int] = set()  # ids delivered at a place the brokers logged
     acks: list[tuple[int, str, str, int, int]] = []  # (id, ack, type, delivery_count, index)
-    invoked = completed = 0
+    sent_at: dict[int, int] = {}  # id -> its first send invoke's index
+    open_reads: dict = {}  # process -> its read invoke still open
+    unknown_ends: list[float] = []  # where each unknown read ended (info, or never)
     for op in client:
         f, typ = op["f"], op["type"]
         msgs = (op.get("value") or {}).get("msgs") or []
+        if f == "send" and typ == "invoke":
+            for m in msgs:
+                sent_at.setdefault(m["id"], op["index"])
         if f == "send" and typ == "ok":
             acked.update(m["id"] for m in msgs)
         elif f in READS:
             if typ == "invoke":
-                invoked += 1
-            elif typ in ("ok", "fail"):
-                completed += 1
+                open_reads[op["process"]] = op
+            else:
+                open_reads.pop(op["process"], None)
+                if typ == "info":
+                    unknown_ends.append(op["index"])
             if typ == "ok":
                 deliveries += [(m["id"], m.get("delivery_count")) for m in msgs]
                 told.update(
@@ -53,7 +60,8 @@ def share_reference(
                 )
         elif f == "ack" and typ != "invoke":
             acks += [(m["id"], m["ack"], typ, m.get("delivery_count"), op["index"]) for m in msgs]
-    unknown = max(0, invoked - completed)
+    unknown_ends += [float("inf")] * len(open_reads)
+    unknown = len(unknown_ends)
     faults = [
         op["index"]
         for op in ops
@@ -76,9 +84,11 @@ def share_reference(
             for m in (op.get("value") or {}).get("msgs") or []:
                 last_sight[m["id"]] = max(last_sight.get(m["id"], -1), op["index"])
 
-    def unseen(after: int) -> int:
-        """Acquisitions the application may not have seen after `after`."""
-        return unknown + sum(1 for f in faults if f > after)
+    def unseen(after: int, since: int) -> int:
+        """Acquisitions the application may not have seen after `after`: an
+        unknown read that ended after `since` (a record's send, a release),
+        and a fault after `after`."""
+        return sum(1 for e in unknown_ends if e > since) + sum(1 for f in faults if f > after)
 
     counts_of: dict[int, int] = defaultdict(int)
     max_dc: dict[int, int] = {}
@@ -99,14 +109,14 @@ def share_reference(
         seen = max_dc.get(i, 0)
         if seen >= limit:
             archived.add(i)
-        elif i in last_unseen or seen + unseen(last_sight.get(i, -1)) >= limit:
+        elif i in last_unseen or seen + unseen(last_sight.get(i, -1), sent_at.get(i, -1)) >= limit:
             archived_unseen.add(i)
         else:
             unaccepted.add(i)
     over = {i for i, dc in deliveries if dc is not None and dc > limit}
     not_redelivered = set()
     for i, a, t, d, at in acks:
-        if a == "release" and t == "ok" and d + unseen(at) < limit and i not in told:
+        if a == "release" and t == "ok" and d + unseen(at, at) < limit and i not in told:
             if not any(j == i and dc is not None and dc > d for j, dc in deliveries):
                 not_redelivered.add(i)
 

@@ -204,7 +204,31 @@ type opInfo struct {
 	proc      int64
 	nemesis   bool
 	f, typ    string
-	hasOffset bool // a message op with a message at an offset
+	hasOffset bool  // a message op with a message at an offset
+	sent      idSet // a send's message ids, which its completion must repeat
+}
+
+// idSet: a send's ids as a multiset fingerprint (count, sum, sum of a mix):
+// the merge compares an invoke's with its completion's; a difference is
+// left to the exact reader, which names it
+type idSet struct{ n, sum, mixed uint64 }
+
+func idsOf(msgs *node) (s idSet) {
+	if !msgs.is(kArray) {
+		return s
+	}
+	for _, m := range msgs.vals {
+		if id := m.get("id"); id.is(kInt) {
+			x := uint64(id.i)
+			s.n++
+			s.sum += x
+			x ^= x >> 33 // splitmix64's finaliser
+			x *= 0xff51afd7ed558ccd
+			x ^= x >> 33
+			s.mixed += x
+		}
+	}
+	return s
 }
 
 // checkOp: validate_op without the index's place (the merge checks it).
@@ -242,6 +266,9 @@ func checkOp(op *node) (opInfo, bool) {
 	o.index, o.f, o.typ = index.i, f.s, typ.s
 	if !o.nemesis && !valueOK(o.f, o.typ, op.get("value")) {
 		return o, false
+	}
+	if !o.nemesis && o.f == "send" {
+		o.sent = idsOf(op.get("value").get("msgs"))
 	}
 	return o, true
 }

@@ -240,6 +240,7 @@ type merge struct {
 type openInvoke struct {
 	f     string
 	index int64
+	sent  idSet
 }
 
 type tallyKey struct {
@@ -264,10 +265,13 @@ func (m *merge) add(r blockResult) error {
 				if isOpen {
 					return unsure{fmt.Sprintf("line %d: process %d invokes while open", line, o.proc)}
 				}
-				m.open[o.proc] = openInvoke{o.f, o.index}
+				m.open[o.proc] = openInvoke{o.f, o.index, o.sent}
 			} else {
 				if !isOpen || opened.f != o.f {
 					return unsure{fmt.Sprintf("line %d: %s %s has no open invoke", line, o.typ, o.f)}
+				}
+				if o.f == "send" && o.sent != opened.sent {
+					return unsure{fmt.Sprintf("line %d: %s send names other ids than its invoke", line, o.typ)}
 				}
 				delete(m.open, o.proc)
 			}

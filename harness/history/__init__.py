@@ -2,7 +2,9 @@
 writes histories) and by the checkers (which judge them). Nothing here
 imports another queuecheck package. README.md beside this file describes the
 contract; contract.py implements it, writer.py writes it, sidecar.py keeps
-an optional columnar copy."""
+an optional columnar copy. A history kept compressed is read decompressed:
+`open_history` (a stream) and `plain_history` (a path) are how any reader
+opens one."""
 
 from .contract import (
     COMPLETION_TYPES,
@@ -17,6 +19,10 @@ from .contract import (
     TYPES,
     HistoryError,
     ReadReport,
+    UnreadableHistory,
+    compression,
+    open_history,
+    plain_history,
     read_history,
     validate_op,
 )
@@ -36,6 +42,10 @@ __all__ = [
     "HistoryError",
     "HistoryWriter",
     "ReadReport",
+    "UnreadableHistory",
+    "compression",
+    "open_history",
+    "plain_history",
     "read_history",
     "validate_op",
 ]

@@ -10,11 +10,20 @@ goes through `read_history` / `validate_op`, and the Spark checker's schema
 
 from __future__ import annotations
 
+import atexit
+import bz2
+import gzip
+import io
 import json
+import lzma
 import os
+import shutil
+import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import orjson
 
@@ -182,6 +191,111 @@ def _value_errors(op: dict) -> tuple[str, str] | None:
     return None
 
 
+# A history may be kept compressed: it is told by its first bytes (never by
+# its name) and read decompressed by every reader (README, "Compressed
+# histories").
+MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\xfd7zXZ\x00", "xz"),
+)
+_BZ2_LEVELS = tuple(b"%d" % n for n in range(1, 10))  # "BZh" then the block size
+# Bytes no line of JSON text holds (JSON escapes control characters inside
+# strings; between tokens only whitespace, and is_blank's \x0b \x0c, may be)
+_NOT_TEXT = frozenset(range(0x20)) - frozenset(b"\t\n\r\x0b\x0c")
+
+try:
+    import zstandard
+except ImportError:  # then a zstd history is refused by name
+    zstandard = None
+
+
+class UnreadableHistory(ValueError):
+    """A history file no reader here can read: a compression it cannot undo,
+    a damaged compressed stream, binary data. Names the file (exit 2)."""
+
+
+def compression(path: str | os.PathLike) -> str | None:
+    """The compression a history is kept in ("gzip", "bz2", "zstd", "xz"),
+    told by its magic bytes, or None for plain JSON Lines. Raises
+    UnreadableHistory for binary data of no known kind, and for zstd when
+    the zstandard package is missing."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    for magic, kind in MAGIC:
+        if head.startswith(magic) and (kind != "bz2" or head[3:4] in _BZ2_LEVELS):
+            if kind == "zstd" and zstandard is None:
+                raise UnreadableHistory(
+                    f"{path}: a zstd-compressed history, which this installation cannot "
+                    "read (the zstandard package is missing): decompress it (zstd -d)"
+                )
+            return kind
+    if any(b in _NOT_TEXT for b in head):
+        raise UnreadableHistory(
+            f"{path}: not a history: binary data (first bytes {head[:8].hex(' ')}), "
+            "neither JSON Lines nor gzip, bz2, zstd or xz"
+        )
+    return None
+
+
+# What a damaged compressed stream raises while it is read
+DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, OSError, zlib.error, lzma.LZMAError)
+if zstandard is not None:
+    DECOMPRESS_ERRORS += (zstandard.ZstdError,)
+
+
+def damaged(path: str | os.PathLike, kind: str, e: BaseException) -> UnreadableHistory:
+    return UnreadableHistory(f"{path}: a damaged {kind} stream ({type(e).__name__}: {e})")
+
+
+def open_history(path: str | os.PathLike) -> IO[bytes]:
+    """The history as its bytes of JSON Lines, decompressed when it is kept
+    compressed (`compression`): a binary stream to iterate line by line,
+    the one way every Python reader opens a history. A damaged compressed
+    stream raises, while it is read, one of DECOMPRESS_ERRORS (`damaged`
+    names it)."""
+    kind = compression(path)
+    if kind is None:
+        return open(path, "rb")
+    if kind == "gzip":
+        return gzip.open(path, "rb")
+    if kind == "bz2":
+        return bz2.open(path, "rb")
+    if kind == "xz":
+        return lzma.open(path, "rb")
+    fh = open(path, "rb")
+    reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True, closefd=True)
+    return io.BufferedReader(reader, 1 << 20)
+
+
+def plain_history(path: str | os.PathLike) -> Path:
+    """A path of the history as plain JSON Lines, for readers that take a
+    path (Spark): `path` itself, or for a compressed history a decompressed
+    copy beside it (`<name>.plain-<random>.jsonl` in its run directory, so
+    what sits beside the history is found beside the copy; in the temporary
+    directory if that one cannot be written in), made anew on every call
+    (a LoadedHistory keeps its own) and removed when the process exits.
+    Raises UnreadableHistory as `compression` does, and for a damaged
+    compressed stream."""
+    path = Path(path)
+    kind = compression(path)
+    if kind is None:
+        return path
+    where = path.parent if os.access(path.parent, os.W_OK | os.X_OK) else None
+    # not a hidden name: Spark skips a file whose name starts with "." or "_"
+    fd, name = tempfile.mkstemp(prefix=f"{path.name}.plain-", suffix=".jsonl", dir=where)
+    copy = Path(name)
+    atexit.register(copy.unlink, missing_ok=True)
+    try:
+        with open_history(path) as src, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(src, out, 4 << 20)
+    except DECOMPRESS_ERRORS as e:
+        copy.unlink(missing_ok=True)
+        raise damaged(path, kind, e) from None
+    return copy
+
+
 @dataclass
 class ReadReport:
     """What a reader saw besides the ops: a truncated tail is reported, not fatal."""
@@ -247,12 +361,14 @@ def no_operations() -> HistoryError:
 
 class Pairing:
     """The pairing rule, fed the ops in file order: a completion of a paired
-    `f` needs an open invoke of the same process and `f`, and a process has
-    at most one open invoke."""
+    `f` needs an open invoke of the same process and `f`, a process has at
+    most one open invoke, and a send's completion names the ids its invoke
+    carried (the same msgs: an id acknowledged that was never sent, or one
+    sent whose outcome is never said, is no history of a send)."""
 
     def __init__(self) -> None:
-        # process -> (f, line) of its open invoke
-        self.open: dict[Any, tuple[str, int]] = {}
+        # process -> (f, line, the ids a send carried) of its open invoke
+        self.open: dict[Any, tuple[str, int, list[int] | None]] = {}
 
     def check(self, op: dict, lineno: int) -> None:
         problem = pairing_problem(op, self.open.get(op["process"]))
@@ -261,13 +377,22 @@ class Pairing:
         if op["process"] == NEMESIS or op["f"] not in PAIRED_FS:
             return
         if op["type"] == "invoke":
-            self.open[op["process"]] = (op["f"], lineno)
+            self.open[op["process"]] = (op["f"], lineno, sent_ids(op))
         else:
             del self.open[op["process"]]
 
 
-def pairing_problem(op: dict, opened: tuple[str, int] | None) -> str | None:
-    """What is wrong with `op` given its process's open invoke (f, line), if any."""
+def sent_ids(op: dict) -> list[int] | None:
+    """A send's message ids, sorted (what its completion must repeat); None
+    for any other op."""
+    if op["f"] != SEND:
+        return None
+    return sorted(m["id"] for m in (op.get("value") or {}).get("msgs") or [] if m is not None)
+
+
+def pairing_problem(op: dict, opened: tuple | None) -> str | None:
+    """What is wrong with `op` given its process's open invoke (f, line[,
+    the ids a send carried]), if any."""
     if op["process"] == NEMESIS or op["f"] not in PAIRED_FS:
         return None
     p, typ, f = op["process"], op["type"], op["f"]
@@ -279,11 +404,21 @@ def pairing_problem(op: dict, opened: tuple[str, int] | None) -> str | None:
         return None
     if not opened or opened[0] != f:
         return f"{typ} {f} of process {p} has no open {f} invoke"
+    carried = opened[2] if len(opened) > 2 else None
+    if carried is not None and sent_ids(op) != carried:
+        named = sent_ids(op)
+        extra = sorted(set(named) - set(carried))[:3]
+        missing = sorted(set(carried) - set(named))[:3]
+        return (
+            f"{typ} send of process {p} names other ids than its invoke on line {opened[1]} "
+            f"(never sent: {extra}, not answered: {missing})"
+        )
     return None
 
 
 def read_history(path: str | os.PathLike, report: ReadReport | None = None) -> Iterator[dict]:
     """Yields validated ops in file order; raises HistoryError on a bad line.
+    A compressed history is read decompressed (`open_history`).
 
     A last line without its newline that does not parse is the partial write
     of a crashed run: it is recorded in `report.truncated_line` and skipped.
@@ -291,10 +426,19 @@ def read_history(path: str | os.PathLike, report: ReadReport | None = None) -> I
     The Spark checker (checkers/load.py) applies the same rules and names the
     same first bad line with the same message.
     """
-    report = report if report is not None else ReadReport()
+    kind = compression(path)
+    try:
+        yield from _read(path, report if report is not None else ReadReport())
+    except DECOMPRESS_ERRORS as e:
+        if kind is None:
+            raise
+        raise damaged(path, kind, e) from None
+
+
+def _read(path: str | os.PathLike, report: ReadReport) -> Iterator[dict]:
     pairing = Pairing()
     n_ops = 0
-    with open(path, "rb") as fh:
+    with open_history(path) as fh:
         lineno = 0
         for raw in fh:
             lineno += 1

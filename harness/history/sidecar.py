@@ -11,15 +11,19 @@ history.jsonl stays the source of truth. Beside it the writer can keep
                         capacity it is mentioned in); plus one row with no
                         message per ok/info assign, subscribe, revoke or
                         crash op (role RESET)
-  history.sidecar.json  written last, on close: which JSONL it matches, and
+  history.sidecar.json  written last, on close: which JSONL it matches (its
+                        size and the digest of its bytes, `digest`), and
                         the facts the checkers need beyond the rows (how
                         many ops, drains, effects ops, ok txns, invokes that
                         never completed, faults started ...), counted as
                         the ops went by
 (ops were validated by the writer before they were written, and paired:
 every completion has its invoke). A reader uses the sidecar only when its
-manifest matches the JSONL's current size; a run that crashed before
-closing has no manifest, and is read from the JSONL. So is a history naming
+manifest matches the JSONL's current size and digest (an xxh3_128 of the
+file's bytes as stored, compressed or not: a same-size edit is caught); a
+manifest without a digest (an older sidecar), like a run that crashed
+before closing and left none, is not used: the JSONL is read (or the
+sidecar built again). So is a history naming
 a queue by anything but a string (the contract says string; Spark would read
 another JSON value as its text, which a column could only imitate), and one
 whose ops do not pair: its sidecar is never sealed, and the JSONL's reader
@@ -46,8 +50,49 @@ from .contract import (
     VALUE_FS,
     HistoryError,
     Pairing,
+    ReadReport,
 )
 from .roles import RESET_FS, role
+
+try:
+    import xxhash
+
+    DIGEST = "xxh3_128"
+
+    def new_hasher() -> Any:
+        """An incremental hasher of the history's bytes (`digest_of` names it)."""
+        return xxhash.xxh3_128()
+
+except ImportError:  # xxhash is a dependency; blake2b only if it is missing
+    import hashlib
+
+    DIGEST = "blake2b"
+
+    def new_hasher() -> Any:
+        """An incremental hasher of the history's bytes (`digest_of` names it)."""
+        return hashlib.blake2b(digest_size=16)
+
+
+DIGEST_CHUNK = 4 << 20
+
+
+def digest_of(hasher: Any) -> str:
+    """The manifest's `digest`: the algorithm's name and the hex digest."""
+    return f"{DIGEST}:{hasher.hexdigest()}"
+
+
+def digest(path: Path) -> str:
+    """The digest of the file's bytes as stored, streamed in DIGEST_CHUNK
+    reads. Taken anew every time: a file's times may not change on a write
+    within the same clock tick, so nothing short of its bytes tells."""
+    h = new_hasher()
+    buf = bytearray(DIGEST_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(buf):
+            h.update(view[:n])
+    return digest_of(h)
+
 
 # 2: proc, pos and queue per message (the offset checks read them)
 # 3: each row's role, marker rows, and the facts in the manifest; each op's
@@ -109,7 +154,10 @@ def manifest(history: Path) -> dict[str, Any] | None:
     if doc.get("version") != VERSION or doc.get("jsonl_bytes") != history.stat().st_size:
         return None
     # files (the writer's) or directories of part files (a conversion's)
-    return doc if p["ops"].exists() and p["msgs"].exists() else None
+    if not (p["ops"].exists() and p["msgs"].exists()):
+        return None
+    # the size alone would take a same-size edit for the history it was made of
+    return doc if doc.get("digest") == digest(history) else None
 
 
 class NotColumnar(ValueError):
@@ -195,7 +243,7 @@ class Facts:
             self.tally[key] = self.tally.get(key, 0) + 1
 
     def document(self) -> dict[str, Any]:
-        open_invokes = [line - 1 for f, line in self.pairing.open.values() if f in (SEND, TXN)]
+        open_invokes = [line - 1 for f, line, _ in self.pairing.open.values() if f in (SEND, TXN)]
         return {
             "ops": self.ops,
             "effects_ops": self.effects_ops,
@@ -268,27 +316,39 @@ class SidecarWriter:
             self._msgs_w.write_table(pa.table(self._msgs, schema=MSGS_SCHEMA))
             self._msgs = {f.name: [] for f in MSGS_SCHEMA}
 
-    def close(self, jsonl_bytes: int) -> None:
-        """Seals the sidecar for a JSONL of exactly `jsonl_bytes` bytes."""
+    def close(self, jsonl_bytes: int, jsonl_digest: str | None = None, **more: Any) -> None:
+        """Seals the sidecar for a JSONL of exactly `jsonl_bytes` bytes whose
+        digest (`digest`'s) is given, or taken now from the file;
+        `more`: further facts for the manifest."""
         self._flush()
         self._ops_w.close()
         self._msgs_w.close()
         if not self.columnar:
             return
-        manifest = {"version": VERSION, "jsonl_bytes": jsonl_bytes, **self.facts.document()}
+        manifest = {
+            "version": VERSION,
+            "jsonl_bytes": jsonl_bytes,
+            "digest": jsonl_digest or digest(self.history),
+            **self.facts.document(),
+            **more,
+        }
         self.paths["manifest"].write_text(json.dumps(manifest) + "\n")
 
 
 def build(history: Path) -> dict[str, Path] | None:
     """Builds the sidecar of an existing history (validating every line on
-    the way: a bad history raises HistoryError and leaves no manifest).
-    None when the history cannot be columnar (NotColumnar): left unsealed."""
+    the way: a bad history raises HistoryError and leaves no manifest),
+    compressed or not (read_history decompresses). None when the history
+    cannot be columnar (NotColumnar): left unsealed. Its size and digest are
+    taken before its lines are read: a file that changes meanwhile never
+    matches the manifest."""
     from .contract import read_history
 
     history = Path(history)
-    size = history.stat().st_size
+    size, sealed_for = history.stat().st_size, digest(history)
     w = SidecarWriter(history)
-    for op in read_history(history):
+    report = ReadReport()
+    for op in read_history(history, report):
         w.add(op)
-    w.close(size)
+    w.close(size, sealed_for, truncated_line=report.truncated_line)
     return w.paths if w.columnar else None

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from .contract import HistoryError, validate_op
-from .sidecar import SidecarWriter
+from .sidecar import SidecarWriter, digest_of, new_hasher
 
 
 class HistoryWriter:
@@ -33,8 +33,12 @@ class HistoryWriter:
         # The columnar copy the checker reads fastest (harness/history/sidecar.py);
         # it becomes usable only when close() seals it.
         self._sidecar = None
+        self._hasher = None
         if sidecar:
             self._sidecar = SidecarWriter(self.path)
+            # the manifest's digest of the file, taken as its lines are
+            # written: no second read of the history when it is sealed
+            self._hasher = new_hasher()
 
     def append(self, op: dict) -> dict:
         """Stamps `index` and `time` (ns since the writer opened) and writes."""
@@ -44,10 +48,12 @@ class HistoryWriter:
             bad = validate_op(rec)
             if bad:
                 raise HistoryError(self._index + 1, bad[0] or None, bad[1])
-            self._fh.write(orjson.dumps(rec) + b"\n")
+            line = orjson.dumps(rec) + b"\n"
+            self._fh.write(line)
             if self._fsync:
                 os.fsync(self._fh.fileno())
             if self._sidecar:
+                self._hasher.update(line)
                 self._sidecar.add(rec)
             self._index += 1
             return rec
@@ -57,7 +63,7 @@ class HistoryWriter:
             if not self._fh.closed:
                 self._fh.close()
                 if self._sidecar:
-                    self._sidecar.close(self.path.stat().st_size)
+                    self._sidecar.close(self.path.stat().st_size, digest_of(self._hasher))
 
     def __enter__(self) -> HistoryWriter:
         return self

@@ -32,7 +32,8 @@ from harness.history import PAIRED_FS, ReadReport, read_history
     DELIVER_LAST_IDX,
     SEEN_IDX,
     EFFECT_IDX,
-) = range(14)
+    SENT_TO,  # the queue(s) its sends named: None, a str, or a set of them
+) = range(15)
 FIELDS = (
     "attempts",
     "acks",
@@ -53,6 +54,11 @@ _SEND_COUNTER = {"invoke": ATTEMPTS, "ok": ACKS, "fail": FAILS, "info": UNKNOWNS
 _SEND_IDX = {"invoke": ATTEMPT_IDX, "ok": ACK_IDX, "fail": FAIL_IDX}
 
 
+def _names(sent_to: str | set | None, q: str) -> bool:
+    """Whether an id's sends named queue q."""
+    return sent_to == q if sent_to is None or isinstance(sent_to, str) else q in sent_to
+
+
 def _first(st: list, slot: int, idx: int) -> None:
     if st[slot] is None or idx < st[slot]:
         st[slot] = idx
@@ -67,6 +73,10 @@ class InMemoryChecker:
         """`observe`, if given, is fed every op of the same one read (the
         offset checks, tests/bench/inmemory_offsets.py)."""
         state: dict[int, list] = {}
+        # Reads on a queue no send of the id has named (yet): settled at the
+        # end, when every send is known (a read elsewhere is `unexpected`).
+        pending: list[tuple[int, str, bool, int]] = []
+        names: dict[str, str] = {}  # one string object per queue name
         open_invokes: dict[Any, dict] = {}
         effects_ops = drains_invoked = drains_ok = 0
         report = ReadReport()
@@ -74,7 +84,7 @@ class InMemoryChecker:
         def st(i: int) -> list:
             s = state.get(i)
             if s is None:
-                s = state[i] = [0, 0, 0, 0, 0, 0, 0, None, None, None, None, None, None, None]
+                s = state[i] = [0, 0, 0, 0, 0, 0, 0] + [None] * 8
             return s
 
         def send(typ: str, msgs: list, idx: int, counter: int | None = None) -> None:
@@ -85,18 +95,31 @@ class InMemoryChecker:
                 s[counter] += 1
                 if slot is not None:
                     _first(s, slot, idx)
+                q = m.get("queue")
+                if q is not None and not _names(s[SENT_TO], q):
+                    q = names.setdefault(q, q)
+                    had = s[SENT_TO]
+                    more = [had] if isinstance(had, str) else had
+                    s[SENT_TO] = q if had is None else {q, *more}
 
         def read(msgs: list, idx: int, deliver: bool) -> None:
             for m in msgs:
                 s = st(m["id"])
-                if deliver:
-                    s[DELIVERIES] += 1
-                    _first(s, DELIVER_IDX, idx)
-                    if s[DELIVER_LAST_IDX] is None or idx > s[DELIVER_LAST_IDX]:
-                        s[DELIVER_LAST_IDX] = idx
-                else:
-                    s[DRAINS] += 1
-                _first(s, SEEN_IDX, idx)
+                q = m.get("queue")
+                if q is not None and not _names(s[SENT_TO], q):
+                    pending.append((m["id"], q, deliver, idx))
+                    continue
+                count_read(s, idx, deliver)
+
+        def count_read(s: list, idx: int, deliver: bool) -> None:
+            if deliver:
+                s[DELIVERIES] += 1
+                _first(s, DELIVER_IDX, idx)
+                if s[DELIVER_LAST_IDX] is None or idx > s[DELIVER_LAST_IDX]:
+                    s[DELIVER_LAST_IDX] = idx
+            else:
+                s[DRAINS] += 1
+            _first(s, SEEN_IDX, idx)
 
         n_ops = 0
         for op in read_history(path, report):
@@ -145,8 +168,21 @@ class InMemoryChecker:
             for mop in mops:
                 send("info", mop.get("msgs") or [], op["index"], counter=UNKNOWNS)
 
+        misplaced: dict[int, int] = {}  # id -> first index of a read elsewhere
+        for i, q, deliver, idx in pending:
+            s = state[i]
+            if s[SENT_TO] is None or _names(s[SENT_TO], q):
+                count_read(s, idx, deliver)
+            elif i not in misplaced or idx < misplaced[i]:
+                misplaced[i] = idx
+        for i, idx in misplaced.items():
+            if state[i][SEEN_IDX] is None:
+                state[i][SEEN_IDX] = idx
+
         has_effects = effects_ops > 0
         counts = dict.fromkeys(COUNTS, 0)
+        # G1a's ids (the offsets baseline): failed, read on any queue
+        self.failed_read_anywhere = 0
         examples: dict[str, list] = {name: [] for name in ANOMALIES}
         for i, s in state.items():
             acked = s[ACKS] > 0
@@ -162,7 +198,7 @@ class InMemoryChecker:
                 "delivered": s[DELIVERIES] > 0,
                 "lost": acked and not seen,
                 "duplicated": s[DELIVERIES] > 1,
-                "unexpected": seen and not attempted,
+                "unexpected": seen and not attempted or i in misplaced,
                 "recovered": indeterminate and seen,
                 "aborted-read": failed and seen,
                 "effect-lost": has_effects and acked and s[EFFECT] <= 0,
@@ -170,6 +206,7 @@ class InMemoryChecker:
                 "effect-unexpected": not attempted and s[EFFECT] > 0,
                 "effect-aborted": failed and s[EFFECT] > 0,
             }
+            self.failed_read_anywhere += failed and (seen or i in misplaced)
             for name, flag in flags.items():
                 if flag:
                     counts[name] += 1
@@ -181,7 +218,10 @@ class InMemoryChecker:
             if not ids:
                 continue
             cols, what = ANOMALIES[name]
-            rows = [dict(zip(FIELDS, state[i], strict=True), id=i) for i in sorted(ids)[:EXAMPLES]]
+            rows = [
+                dict(zip(FIELDS, state[i][: len(FIELDS)], strict=True), id=i)
+                for i in sorted(ids)[:EXAMPLES]
+            ]
             anomalies[name] = {
                 "count": counts[name],
                 "examples": [_example(r, cols, what) for r in rows],

@@ -256,8 +256,8 @@ def test_offsets_in_other_ops_do_not_turn_the_offset_checks_on(spark, tmp_path, 
     """A RabbitMQ-like history (no offset, no txn) and one op no checker
     knows whose value happens to hold an offset: only message ops (send,
     receive, drain, txn) turn the offset checks on, so per-partition-order
-    stays unknown and read-committed true (the aborted read is delivery's
-    aborted-read), from the JSONL and from the sidecar alike."""
+    stays unknown and read-committed false (the aborted read, delivery's
+    aborted-read, is its evidence), from the JSONL and from the sidecar alike."""
     b = Builder()
     b.send(0, [1], type="fail")
     b.receive(1, [1])
@@ -265,9 +265,29 @@ def test_offsets_in_other_ops_do_not_turn_the_offset_checks_on(spark, tmp_path, 
     v = _spark_readings(spark, tmp_path, b, sidecar=sidecar)
     assert v.source == ("sidecar" if sidecar else "jsonl")
     assert v.ref.valid["per-partition-order"] == "unknown"
-    assert v.ref.valid["read-committed"] is True
+    assert v.ref.valid["read-committed"] is False
     assert v.valid == v.ref.valid
     assert v.counts == v.ref.counts
+
+
+def test_a_failed_id_read_from_another_queue_is_g1a_to_all_three(spark, tmp_path):
+    """The hypothesis property test's find: a failed id read only from a
+    queue its send did not name is no aborted-read (that read is not its
+    delivery) but is G1a (read on any queue); the in-memory baseline once
+    counted G1a from aborted-read alone."""
+    from tests.fuzz import mismatches
+
+    b = Builder()
+    b.send(0, [4], type="fail", queue="a")
+    b.receive(1, [4], queue="b")
+    b.invoke(2, "txn", {"mops": []})
+    b.complete(2, "ok", {"mops": []})
+    from tests.bench.inmemory_offsets import check_path
+
+    v = _spark_readings(spark, tmp_path, b)
+    assert (v.ref.counts["G1a"], v.ref.counts["aborted-read"]) == (1, 0)
+    assert mismatches(v) == {}
+    assert check_path(tmp_path / "history.jsonl")[1]["G1a"] == 1
 
 
 def test_two_txns_at_one_offset_make_no_cycle(spark, tmp_path):

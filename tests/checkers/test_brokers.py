@@ -93,6 +93,8 @@ def test_brokers_that_agree_with_the_history_hold_it(spark, tmp_path):
     )
     result = judge(spark, run)
     assert result.properties[PROPERTY].valid is True
+    # no read in this history: all four are unread (evidence, no anomaly)
+    assert result.counts.pop("unread") == 4
     assert set(result.counts.values()) == {0}
     assert result.info["leader-epochs"] == {"t/0": [[0, 0, 1]]}  # first acked: index 1
 
@@ -213,7 +215,9 @@ def test_a_replica_out_of_sync_may_hold_a_deposed_leaders_tail(spark, tmp_path):
     ],
 )
 def test_what_the_brokers_leave_behind(spark, tmp_path, state, anomaly):
-    result = judge(spark, run_dir(tmp_path, history({10: 0}), {n: ALL for n in BROKERS}, **state))
+    b = history({10: 0})
+    b.receive(1, [10], f="drain", queue="t")  # complete: what is left is evidence
+    result = judge(spark, run_dir(tmp_path, b, {n: ALL for n in BROKERS}, **state))
     assert result.counts[anomaly] == 1 and result.properties[PROPERTY].valid is False
 
 

@@ -196,11 +196,11 @@ def test_junit_keeps_a_hollow_pass_passing_with_a_note(no_redelivery):
 
 def test_junit_notes_hollow_on_a_skipped_unclaimed_property(no_redelivery):
     doc = json.loads(json.dumps(no_redelivery))
-    doc["properties"]["read-committed"]["claimed"] = False
+    doc["properties"]["exactly-once-effect"]["claimed"] = False
     root = ET.fromstring(junit_xml(doc, "dedupe"))
     cases = {c.get("name"): c for c in root.iter("testcase")}
-    skipped = cases["read-committed"].find("skipped")
-    assert "observed held (hollow: no transaction aborted" in skipped.get("message")
+    skipped = cases["exactly-once-effect"].find("skipped")
+    assert f"observed held (hollow: {NO_REDELIVERY}" in skipped.get("message")
 
 
 def test_html_verdict_shows_the_hollow_pass(no_redelivery):

@@ -151,6 +151,27 @@ class NatsQueueOptions:
         return out
 
 
+class NoStreamLeader(RuntimeError):
+    """A stream info answered by a member while the stream had no leader."""
+
+
+def confirmed_last_seq(info: Any) -> int:
+    """The stream's last sequence, from an answer its leader gave. While a
+    replicated stream has no leader, a member answers stream info from its
+    own copy, naming no leader (jetstream_api.go): a member behind its peers
+    then gives an end short of what was acknowledged, and a drain that
+    stops there reads acknowledged messages as missing (2026-12 evidence
+    nats-sync-always-combined-seed1: 22,890 of 35,110). A server outside a
+    cluster answers with no cluster info: its own word is the stream's."""
+    cluster = getattr(info, "cluster", None)
+    if cluster is not None and not cluster.leader:
+        raise NoStreamLeader(
+            f"stream info came from a member while the stream had no leader "
+            f"(its own last sequence {info.state.last_seq}): no confirmed end"
+        )
+    return info.state.last_seq
+
+
 class ConnectFailed(RuntimeError):
     """The connection could not be opened: nothing reached the server."""
 
@@ -443,12 +464,14 @@ class NatsQueueClient:
 
     async def _bounds(self, js: Any) -> None:
         """From one stream info: the drain's end (the stream's last sequence,
-        fixed by the first answer that has one), and its place moved past what
+        fixed by the first answer its leader gave: `confirmed_last_seq`;
+        without one the drain tries again until its deadline, then ends
+        info, an incomplete final read), and its place moved past what
         lies below the stream's first sequence now: removed (MaxAge, a purge,
         a limit), it will never come."""
         info = await js.stream_info(self.opts.stream)
         if not self._drain_last:
-            self._drain_last = info.state.last_seq
+            self._drain_last = confirmed_last_seq(info)
         self._drain_at = max(self._drain_at, min(info.state.first_seq - 1, self._drain_last))
 
     def _drain(self, op: Op) -> Op:

@@ -16,7 +16,7 @@ from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
-from .client import NatsQueueClient, NatsQueueOptions, seconds
+from .client import NatsQueueClient, NatsQueueOptions, confirmed_last_seq, seconds
 from .db import CONSUMER, Nats, NatsOptions, nats_class
 from .dist import check_version
 from .existing import BROKER_OPTIONS, ExistingNats
@@ -202,9 +202,13 @@ class NatsSystem(System):
             self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
 
     def queue_answers(self, node: Remote) -> str | None:
-        """The stream's info, asked on `node`: its leader must answer."""
+        """The stream's info, asked on `node`: its leader must answer (a
+        member answers for a stream with no leader, naming none: not served)."""
+
+        async def leaders_info(js: Any) -> None:
+            confirmed_last_seq(await js.stream_info(self.options.stream))
 
         def probe() -> None:
-            self._admin(node, lambda js: js.stream_info(self.options.stream))
+            self._admin(node, leaders_info)
 
         return answer_within(probe, self.ctx.op_timeout)
