@@ -5,6 +5,7 @@ CLI can declare them without starting anything."""
 from __future__ import annotations
 
 import re
+import socket
 from dataclasses import dataclass
 
 from harness.options import OptionError, option
@@ -17,6 +18,48 @@ MASTER = re.compile(
     r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
     r"|spark://[\w.-]+:\d+(,[\w.-]+:\d+)*|yarn|(k8s|mesos)://\S+"
 )
+# Spark's size syntax (JavaUtils.byteStringAs): a JVM heap of 0 is no heap.
+SIZE = re.compile(r"[1-9][0-9]*[kmgt]?b?", re.I)
+LOCAL_THREADS = re.compile(r"local\[(\*|\d+)(?:,\d+)?\]")
+# How long a spark:// master may take to answer a connect: Spark itself
+# tries for a minute before its stack trace.
+PROBE_TIMEOUT = 3.0
+
+
+def check_driver_memory(size: str) -> None:
+    if not SIZE.fullmatch(size):
+        raise OptionError(
+            f"--driver-memory: {size!r} is not a JVM size like 4g or 512m "
+            "(a whole number above 0, then k, m, g or t)"
+        )
+
+
+def check_master(master: str, timeout: float = PROBE_TIMEOUT) -> None:
+    """A master URL Spark can start with, or an OptionError naming
+    --spark-master: local[N] needs N >= 1, and a spark:// master must be
+    listening (a plain TCP connect to each of its HOST:PORT, one is enough)."""
+    if not MASTER.fullmatch(master):
+        raise OptionError(
+            f"--spark-master: {master!r} is not a Spark master URL "
+            "(local, local[N], local[*], spark://HOST:PORT, yarn, k8s://..., mesos://...)"
+        )
+    threads = LOCAL_THREADS.fullmatch(master)
+    if threads and threads.group(1) != "*" and int(threads.group(1)) < 1:
+        raise OptionError(f"--spark-master: {master!r} runs no threads; local[N] needs N >= 1")
+    if master.startswith("local-cluster[") and 0 in map(int, re.findall(r"\d+", master)):
+        raise OptionError(f"--spark-master: {master!r}: every number must be >= 1")
+    if master.startswith("spark://"):
+        said = []
+        for where in master.removeprefix("spark://").split(","):
+            host, _, port = where.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=timeout):
+                    return
+            except (OSError, ValueError, OverflowError) as e:
+                said.append(f"{where}: {getattr(e, 'strerror', None) or e}")
+        raise OptionError(
+            f"--spark-master: no Spark master listens at {master} ({'; '.join(said)})"
+        )
 
 
 @dataclass
@@ -34,16 +77,10 @@ class SparkOptions:
 
     def __post_init__(self) -> None:
         """Checked before any Spark starts: a bad value fails in a second, not
-        after the whole check."""
-        if not re.fullmatch(r"\d+[kmgt]?b?", self.driver_memory, re.I):
-            raise OptionError(
-                f"--driver-memory: {self.driver_memory!r} is not a JVM size like 4g or 512m"
-            )
-        if self.spark_master is not None and not MASTER.fullmatch(self.spark_master):
-            raise OptionError(
-                f"--spark-master: {self.spark_master!r} is not a Spark master URL "
-                "(local, local[N], local[*], spark://HOST:PORT, yarn, k8s://..., mesos://...)"
-            )
+        after the whole check (or a minute's wait and a Java stack trace)."""
+        check_driver_memory(self.driver_memory)
+        if self.spark_master is not None:
+            check_master(self.spark_master)
         self.conf()
 
     def conf(self) -> dict[str, str]:

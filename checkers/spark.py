@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from harness.options import DEFAULT_STATE
 
-from .options import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER
+from .options import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, check_driver_memory, check_master
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 JAVA_LOG = f"-Dlog4j2.configurationFile=file:{LOG4J}"
@@ -106,6 +106,10 @@ def spark_session(
 ) -> SparkSession:
     """`checks_once`: this process checks one history and exits (`queuecheck
     check`); a small one then gets a JVM that starts quicker (java_options)."""
+    # Named and refused here, not by the JVM a minute later in a stack trace.
+    check_driver_memory(driver_memory)
+    if master:
+        check_master(master)
     # Workers must run the interpreter that has queuecheck installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -19,9 +19,12 @@ Ground floor: imports nothing of queuecheck's but the history contract.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,17 +54,101 @@ def scrub(obj: Any) -> Any:
     return obj
 
 
+class WriteError(OSError):
+    """A file not written: one that is no regular file (a device, a FIFO, a
+    link: replacing it would lose what it is), or a write that failed (a
+    full disk); names it."""
+
+
+def not_replaceable(path: Path) -> str | None:
+    """Why `path` must not be replaced by a file we write, or None: it is a
+    link (to /dev/full, to /proc/self/fd/1 ...), or it exists and is not a
+    regular file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be looked at ({e.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link; name the file itself"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory; name a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a device, a FIFO or a socket)"
+    return None
+
+
 def write_text(path: Path, text: str) -> Path:
-    """Atomically: a reader never sees half a file."""
+    """Atomically: a reader never sees half a file. Never over a link or
+    anything but a regular file, and a failed write leaves no temp file."""
+    why = not_replaceable(path)
+    if why:
+        raise WriteError(errno.EEXIST, f"{path}: not written: {why}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)  # ours (pid and thread), left by a killed run
+        with open(tmp, "x") as fh:  # "x": never through a link someone left at the temp name
+            fh.write(text)
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(e.errno, f"{path}: not written: {e.strerror or e}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
 def write_json(path: Path, doc: Any, **dumps: Any) -> Path:
     return write_text(path, json.dumps(doc, indent=2, **dumps) + "\n")
+
+
+# What a run recorded, which no derived file (results.json, a report) may
+# ever be written over: its files by name, and everything under these.
+RECORDED_FILES = (TEST_FILE, HISTORY_FILE, STATS_FILE, LOG_FILE)
+RECORDED_DIRS = (BROKERS, NODE_LOGS)
+
+
+def is_sidecar_of(name: str, history: Path) -> bool:
+    """Whether `name` is one of the columnar sidecar's files beside `history`
+    (history.ops.parquet, history.msgs.parquet, history.sidecar.json:
+    harness/history/sidecar.py)."""
+    stem = history.with_suffix("").name
+    return name.startswith(f"{stem}.") and (
+        name.endswith(".parquet") or name == f"{stem}.sidecar.json"
+    )
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def recorded(path: Path, history: Path | None = None) -> str | None:
+    """What a run recorded at `path`, or None: `history` (the one being
+    judged) or its sidecar, or an input file of a run directory (its
+    test.json, history and sidecar, stats.json, harness.log, anything
+    under brokers/ or nodes/)."""
+    where = Path(os.path.realpath(path.parent)) / path.name
+    if history is not None:
+        real = Path(os.path.realpath(history))
+        if where == real or _same(where, real):
+            return "the history being checked"
+        if where.parent == real.parent and is_sidecar_of(where.name, real):
+            return "the columnar sidecar of the history being checked"
+    if RunDir.at(where.parent).is_run() and (
+        where.name in RECORDED_FILES or is_sidecar_of(where.name, Path(HISTORY_FILE))
+    ):
+        return f"the run's {where.name}"
+    for run in where.parents:
+        rel = where.relative_to(run)
+        if len(rel.parts) > 1 and rel.parts[0] in RECORDED_DIRS and RunDir.at(run).is_run():
+            return f"what the run recorded in {rel.parts[0]}/"
+    return None
 
 
 class RunFileError(ValueError):

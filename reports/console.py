@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from checkers.exercise import describe
 from checkers.registry import anomalies, property_rule
@@ -92,28 +93,31 @@ def print_verdict(
         table.add_column(col)
     for name, prop in doc["properties"].items():
         rule = property_rule(name)
-        shown = ", ".join(f"{k}={counts[k]}" for k in rule if k in counts)
+        # Every name and value here comes from a results.json, made from a
+        # history: text, never markup (a queue named "[/bold]q").
+        shown = escape(", ".join(f"{k}={counts[k]}" for k in rule if k in counts))
         if prop.get("reason") and prop["valid"] is not False:
-            shown += f"\n[dim]{escape(prop['reason'])}[/]"
+            shown += f"\n[dim]{escape(str(prop['reason']))}[/]"
         word = held_word(prop)
-        held = f"[{WORD_STYLE[word]}]{word}[/]" if word in WORD_STYLE else word
+        held = f"[{WORD_STYLE[word]}]{word}[/]" if word in WORD_STYLE else escape(word)
         if prop.get("hollow"):
-            shown += f"\n[yellow]hollow: {escape(prop['hollow'])}[/]"
+            shown += f"\n[yellow]hollow: {escape(str(prop['hollow']))}[/]"
         table.add_row(
-            name,
+            Text(str(name)),
             "yes" if prop["claimed"] else "no",
             held,
             shown,
-            _examples(doc, rule),
+            Text(_examples(doc, rule)),
         )
     console.print(table)
     quiet = anomalies()  # shown only when some happened
     summary = ", ".join(f"{k} {v}" for k, v in counts.items() if k not in quiet or v)
-    console.print(f"messages: {summary}")
+    console.print(f"messages: {escape(summary)}")
     hist = doc.get("history", {})
     if hist.get("truncated-line"):
+        line = escape(str(hist["truncated-line"]))
         console.print(
-            f"[yellow]note:[/] line {hist['truncated-line']} of the history is a partial "
+            f"[yellow]note:[/] line {line} of the history is a partial "
             "write (crashed run) and was skipped"
         )
     exercise = describe(hist)
@@ -124,7 +128,7 @@ def print_verdict(
     said = recovery_line(stats or {})
     if said:
         console.print(f"[yellow]recovery:[/] {escape(said)}")
-    verdict = VERDICT.get(doc["valid"], doc["valid"])
+    verdict = VERDICT.get(doc["valid"], escape(str(doc["valid"])))
     if doc.get("hollow"):
-        verdict += f" [yellow](hollow: {', '.join(doc['hollow'])})[/]"
+        verdict += f" [yellow](hollow: {escape(', '.join(map(str, doc['hollow'])))})[/]"
     console.print(f"verdict: {verdict}")

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from checkers.delivery import COUNTS  # noqa: E402
 from checkers.exercise import describe  # noqa: E402
 from checkers.registry import anomalies, property_rules  # noqa: E402
+from harness.history import open_history  # noqa: E402
 from harness.rundir import RunDir, write_text  # noqa: E402
 from nemesis.registry import COLOURS as NEMESIS_COLOURS  # noqa: E402
 
@@ -47,6 +48,13 @@ vertical-align:top;text-align:left} th{background:#f3f3f3}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.85em}
 .plot svg{max-width:100%;height:auto} .op:target{background:#fff59d}
 """
+
+
+def plot_text(x: Any) -> str:
+    """Any value as text for matplotlib, shown as it is: a `$` would start
+    mathtext, and a fault or an op named `$\\undefinedmacro{x}$` failed the
+    whole report."""
+    return str(x).replace("$", r"\$")
 
 
 def _svg(fig) -> str:
@@ -89,7 +97,7 @@ def _shade_faults(ax, data: PlotData) -> None:
     spans, with_labels = drawn_faults(data)
     for name, start, stop, value in spans:
         colour = FAULT_COLOURS.get(name, "#bdbdbd")
-        label = name if name not in labelled else None
+        label = plot_text(name) if name not in labelled else None
         labelled.add(name)
         if stop - start < 0.05:
             ax.axvline(start, color=colour, lw=1.2, label=label)
@@ -99,13 +107,20 @@ def _shade_faults(ax, data: PlotData) -> None:
                 ax.text(
                     start,
                     1.0,
-                    describe_fault(name, value),
+                    plot_text(describe_fault(name, value)),
                     transform=ax.get_xaxis_transform(),
                     fontsize=7,
                     va="bottom",
                     rotation=30,
                     color="#444",
                 )
+
+
+def _legend(ax, **extra: Any) -> None:
+    """A legend where something is labelled: a history with no client
+    completion and no fault has nothing to name (matplotlib warned)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, ncol=4, loc="upper right", **extra)
 
 
 def latency_plot(data: PlotData) -> str:
@@ -120,7 +135,7 @@ def latency_plot(data: PlotData) -> str:
                     s=4,
                     c=colour,
                     marker=marker,
-                    label=f"{f} {typ}",
+                    label=plot_text(f"{f} {typ}"),
                     alpha=0.6,
                     rasterized=True,  # thousands of points: one inline image, not 20k paths
                     linewidths=0.5,
@@ -129,7 +144,7 @@ def latency_plot(data: PlotData) -> str:
     ax.set_xlabel("seconds since start")
     ax.set_ylabel("latency (ms)")
     ax.set_title("Latency of every operation (shaded: faults)")
-    ax.legend(fontsize=7, ncol=4, loc="upper right", markerscale=3)
+    _legend(ax, markerscale=3)
     return _svg(fig)
 
 
@@ -147,14 +162,14 @@ def throughput_plot(data: PlotData) -> str:
             xs,
             [points.get(x, 0) / width for x in xs],
             lw=1.2,
-            label=f"{f} {typ}",
+            label=plot_text(f"{f} {typ}"),
             color=COLOURS.get(typ),
             ls="-" if f == "send" else "--",
         )
     ax.set_xlabel("seconds since start")
     ax.set_ylabel("completions / s" if width == 1 else f"completions / s ({width} s mean)")
     ax.set_title("Throughput per operation and outcome")
-    ax.legend(fontsize=7, ncol=4, loc="upper right")
+    _legend(ax)
     return _svg(fig)
 
 
@@ -178,9 +193,15 @@ def outcome_plot(counts: dict[str, int]) -> str:
     return _svg(fig)
 
 
+# Control bytes are no HTML text (a parse error; browsers drop or garble
+# them): each is shown as its Unicode control picture (ESC as ␛), tabs and
+# line breaks kept. A test name or note may hold any (an ANSI colour code).
+_CONTROL_PICTURES = {c: 0x2400 + c for c in range(32) if chr(c) not in "\t\n\r"} | {0x7F: 0x2421}
+
+
 def escape(x: Any) -> str:
     """Any value as HTML text; quotes too, as values also land in attributes."""
-    return html.escape(str(x))
+    return html.escape(str(x)).translate(_CONTROL_PICTURES)
 
 
 _e = escape
@@ -322,7 +343,7 @@ def cited_lines(history: Path, indexes: set[int]) -> dict[int, str]:
     if not want or not history.exists():
         return out
     last = want[-1]
-    with open(history, "rb") as fh:
+    with open_history(history) as fh:
         for i, line in enumerate(fh):
             if i in indexes:
                 out[i] = line.decode(errors="replace").rstrip("\n")

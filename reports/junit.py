@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.registry import property_rules
-from harness.rundir import RunDir
+from harness.rundir import RunDir, write_text
 
 
 def _detail(doc: dict[str, Any], name: str, rules: dict[str, tuple[str, ...]]) -> str:
@@ -68,5 +68,5 @@ def junit_xml(doc: dict[str, Any], test_name: str) -> str:
 
 
 def write_junit(run: RunDir, doc: dict[str, Any], test_name: str) -> Path:
-    run.junit.write_text(junit_xml(doc, test_name))
-    return run.junit
+    # atomically, and never through a link or over a device
+    return write_text(run.junit, junit_xml(doc, test_name))

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checkers.load import sidecar_ops
-from harness.history import sidecar
+from harness.history import plain_history, sidecar
 
 # process is an int for clients and "nemesis" for faults: read as text.
 SCHEMA = "index LONG, time LONG, process STRING, type STRING, f STRING, value STRING"
@@ -41,7 +41,8 @@ def _ops(spark: SparkSession, history: Path) -> DataFrame:
     there is one (no JSON to parse), else from the JSONL."""
     files = sidecar.usable(history)
     if files is None:
-        return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(history))
+        plain = plain_history(history)  # Spark reads no compressed history right
+        return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(plain))
     ops = sidecar_ops(spark, files)
     process = F.when(F.col("nemesis"), F.lit("nemesis")).otherwise(F.col("proc").cast("string"))
     return ops.select("index", "time", process.alias("process"), "type", "f", "value")
@@ -106,7 +107,7 @@ def fault_intervals(
     out: list[tuple[str, float, float | None, str]] = []
     open_: dict[str, tuple[float, str]] = {}
     for t, f, value in events:
-        kind, _, name = f.partition("-")
+        kind, _, name = (f or "").partition("-")
         if kind == "start":
             if name == "crash-client":
                 out.append((name, t, t, value))
@@ -119,17 +120,29 @@ def fault_intervals(
     return sorted(out, key=lambda x: x[1])
 
 
-def describe_fault(name: str, value: str) -> str:
-    """A short label: `partition halves`, `kill n2` ..."""
+def describe_fault(name: str, value: str | None) -> str:
+    """A short label: `partition halves`, `kill n2` ... The value may have
+    any shape (the history contract): whatever is there is shown as text,
+    a null left out, and a value that says nothing gives the name alone."""
     try:
-        v = json.loads(value)
+        v = json.loads(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return name
-    if isinstance(v, dict):
-        detail = v.get("shape") or v.get("node") or ",".join(v.get("nodes", [])) or ""
-        if "crashed" in v:
-            detail = ",".join(str(c.get("process")) for c in v["crashed"])
-        if "transactional-id" in v:  # a fence: whose id was taken over
-            detail = str(v["transactional-id"])
-        return f"{name} {detail}".strip()
-    return name
+    if not isinstance(v, dict):
+        return name
+    detail = _label(v.get("shape")) or _label(v.get("node")) or _label(v.get("nodes"))
+    if "crashed" in v:
+        crashed = v["crashed"] if isinstance(v["crashed"], list) else [v["crashed"]]
+        detail = _label([c.get("process") if isinstance(c, dict) else c for c in crashed])
+    if "transactional-id" in v:  # a fence: whose id was taken over
+        detail = _label(v["transactional-id"])
+    return f"{name} {detail}".strip()
+
+
+def _label(x: object) -> str:
+    """A value as label text: a list's items joined by commas, nulls left out."""
+    if x is None:
+        return ""
+    if isinstance(x, list):
+        return ",".join(str(i) for i in x if i is not None)
+    return str(x)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import stat
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from itertools import groupby
@@ -35,8 +37,8 @@ def runs(store: Path) -> list[dict]:
     out = []
     for test_json in store.glob(f"*/*/{TEST_FILE}"):
         run = RunDir.at(test_json.parent)
-        if run.path.is_symlink():
-            continue
+        if run.path.is_symlink() or not store_file(store, str(test_json)):
+            continue  # a store link (latest), or a test directory linked out of the store
         results = run.results
         try:
             valid = json.loads(results.read_text()).get("valid") if results.exists() else None
@@ -141,7 +143,7 @@ def compare_page(store: Path, query: str) -> tuple[int, str]:
         bad = rels[dirs.index(None)]
         return 404, f"{bad}: not a run directory of this store"
     try:
-        cmp = compare(dirs, names=rels)
+        cmp = compare(dirs, names=rels, cache_it=False)  # a GET writes nothing
     except CompareError as e:
         return 404, str(e).replace(str(store.resolve()) + "/", "")
     links = [
@@ -151,7 +153,37 @@ def compare_page(store: Path, query: str) -> tuple[int, str]:
     return 200, render(cmp.to_dict(), links)
 
 
+# What the store holds, as text the browser shows (a broker's log downloaded
+# as application/octet-stream, or sniffed as HTML, helps no one).
+TEXT = "text/plain; charset=utf-8"
+TYPES = {
+    ".log": TEXT,
+    ".jsonl": TEXT,
+    ".txt": TEXT,
+    ".conf": TEXT,
+    ".out": TEXT,
+    ".json": "application/json",
+    ".html": "text/html; charset=utf-8",
+}
+
+
+def store_file(store: Path, path: str) -> str | None:
+    """The regular file `path` names if its real path (links resolved) lies
+    inside the store, else None: a link in a run's nodes/ to /etc/shadow is
+    not served, nor is a directory listed."""
+    root = os.path.realpath(store)
+    try:
+        real = os.path.realpath(path)
+        inside = os.path.commonpath([root, real]) == root
+        return real if inside and stat.S_ISREG(os.stat(real).st_mode) else None
+    except (OSError, ValueError):  # gone, a NUL byte, a loop of links
+        return None
+
+
 class StoreHandler(SimpleHTTPRequestHandler):
+    # One connection that sends nothing holds a thread: not for ever.
+    timeout = 30
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         url = urlsplit(self.path)
         if url.path in ("/", "/index.html"):
@@ -163,6 +195,40 @@ class StoreHandler(SimpleHTTPRequestHandler):
             self._send(status, page)
         else:
             super().do_GET()
+
+    def send_head(self):
+        """A store file's headers, and the file open for the body; only
+        regular files inside the store (no listings: the index is the way in)."""
+        path = store_file(Path(self.directory), self.translate_path(self.path))
+        if path is None or self.path.split("?", 1)[0].endswith("/"):
+            self.send_error(404, "File not found")
+            return None
+        try:
+            # O_NONBLOCK: a FIFO swapped in since the look must not hang the thread
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            self.send_error(404, "File not found")
+            return None
+        f = os.fdopen(fd, "rb")
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                f.close()
+                self.send_error(404, "File not found")
+                return None
+            self.send_response(200)
+            self.send_header("Content-Type", self.guess_type(path))
+            self.send_header("Content-Length", str(st.st_size))
+            self.send_header("Last-Modified", self.date_time_string(int(st.st_mtime)))
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            return f
+        except BaseException:
+            f.close()
+            raise
+
+    def guess_type(self, path) -> str:
+        return TYPES.get(os.path.splitext(str(path))[1].lower()) or super().guess_type(path)
 
     def _send(self, status: int, page: str) -> None:
         body = page.encode()
@@ -177,7 +243,15 @@ class StoreHandler(SimpleHTTPRequestHandler):
 
 
 def make_server(store: Path, port: int = 8000, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """The server, bound; a port that cannot be had is one error naming --port."""
     if not store.is_dir():
         raise FileNotFoundError(f"no store at {store}")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port {port}: not a port (0..65535; 0: any free one)")
     handler = partial(StoreHandler, directory=str(store))
-    return ThreadingHTTPServer((host, port), handler)
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as e:
+        raise ValueError(
+            f"--port {port}: cannot listen on {host}:{port} ({e.strerror or e})"
+        ) from None
