@@ -12,11 +12,19 @@ The decision (`Comparison.decision`, `Comparison.exit_code`):
   unknown, or not judged at all, in A or in some B.
 - else **PASS** (exit 0).
 
-Shown and never gated: properties nobody claims, more of an anomaly kind A
-already had, throughput (stats.json) and latency (invoke → ok of `send` and
-`txn` ops, from the history in one streaming pass, cached as `latency.json`
-in the run directory). A run that is no run (no such directory, no
-results.json) is a `CompareError`, one line naming the path (exit 2).
+Shown and never gated: properties nobody claims, throughput (stats.json)
+and latency (invoke → ok of `send` and `txn` ops, from the history in one
+streaming pass, cached as `latency.json` in the run directory), and, said
+apart as NOT gated, more of an anomaly kind A already had: one run a side
+cannot tell a rate from chance. `gate --runs N` can: `decide_rates` below
+tests N runs a side (Fisher's exact test on the runs that violate, Mann-Whitney
+U on the loss per acknowledged message).
+
+The options that differ between the runs (their test.json) come first;
+runs of different systems are refused unless `allow_different`. A run
+that is no run (no such directory, no results.json) or whose results.json,
+stats.json, test.json or latency.json is malformed is a `CompareError`, one
+line naming the file (exit 2).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from checkers.registry import anomalies, property_rules
+from harness.history import open_history
 from harness.rundir import JUNIT_FILE, RunDir, write_json, write_text
 
 from .console import WORD_STYLE, held_word
@@ -49,6 +58,9 @@ LATENCY_VERSION = 1
 TIMED = ("send", "txn")  # the ops whose invoke → ok time is a latency sample
 PERCENTILES = (50, 95, 99)
 NOT_GATED_NOTE = "throughput and latency are reported, not gated"
+MORE_NOT_GATED = (
+    "one run a side cannot tell a rate from chance; `queuecheck gate --runs N` tests it"
+)
 
 # A redelivery is what at-least-once allows: bad only where at-most-once is claimed.
 DUPLICATION = ("duplicated", "duplicate")
@@ -77,7 +89,7 @@ def history_latency(history: Path) -> dict[str, Any]:
     open_at: dict[Any, int] = {}
     samples = array("q")  # nanoseconds, 8 bytes a sample
     skipped = 0
-    with open(history, "rb") as fh:
+    with open_history(history) as fh:
         for line in fh:
             if b"send" not in line and b"txn" not in line:
                 continue  # no timed op on this line: not worth parsing
@@ -113,32 +125,54 @@ def percentiles(samples: array) -> dict[str, Any]:
     return out
 
 
-def run_latency(path: str | os.PathLike) -> dict[str, Any] | None:
+def run_latency(path: str | os.PathLike, cache_it: bool = True) -> dict[str, Any] | None:
     """The run's latency figures from `latency.json`, recomputed when
     history.jsonl is newer (or another size) than it; None without a history.
-    A run directory we may not write in is measured, just not cached."""
+    A run directory we may not write in is measured, just not cached; nor
+    is it without `cache_it` (a page served on GET writes nothing)."""
     run = RunDir.at(path)
     history, cache = run.history, run.latency
     if not history.is_file():
         return None
     st = history.stat()
-    try:
-        doc = json.loads(cache.read_text())
+    if cache.exists():
+        doc = _read_json(cache)
         if (
             doc.get("version") == LATENCY_VERSION
             and doc.get("history-bytes") == st.st_size
             and cache.stat().st_mtime_ns >= st.st_mtime_ns
         ):
+            why = _latency_malformed(doc)
+            if why:
+                raise CompareError(
+                    f"{cache}: not a latency.json ({why}); remove it to measure the history again"
+                )
             return doc
-    except (OSError, ValueError, AttributeError):
-        pass
     doc = {"version": LATENCY_VERSION, "history-bytes": st.st_size, "ops": list(TIMED)}
-    doc |= history_latency(history)
     try:
-        write_json(cache, doc)
-    except OSError:
-        pass
+        doc |= history_latency(history)
+    except OSError as e:
+        raise CompareError(f"{history}: not a readable history ({type(e).__name__}: {e})") from e
+    if cache_it:
+        try:
+            write_json(cache, doc)
+        except OSError:
+            pass
     return doc
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _latency_malformed(doc: dict[str, Any]) -> str:
+    """Why a latency.json's figures are not figures ("" when they are)."""
+    if not isinstance(doc.get("samples"), int) or isinstance(doc.get("samples"), bool):
+        return "'samples' is not a count"
+    for key in (*(f"p{p}" for p in PERCENTILES), "max"):
+        if doc.get(key) is not None and not _number(doc[key]):
+            return f"{key!r} is not a number of ms"
+    return ""
 
 
 # Loading ---------------------------------------------------------------------
@@ -153,6 +187,13 @@ class Run:
     results: dict[str, Any]
     stats: dict[str, Any] = field(default_factory=dict)
     latency: dict[str, Any] | None = None
+    test: dict[str, Any] = field(default_factory=dict)  # test.json ({} when absent)
+
+    @property
+    def system(self) -> str | None:
+        """The system the run tested (test.json's `system`; None when unsaid)."""
+        system = self.test.get("system")
+        return system if isinstance(system, str) else None
 
     @property
     def properties(self) -> dict[str, dict[str, Any]]:
@@ -190,7 +231,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return doc
 
 
-def load_run(path: str | os.PathLike, name: str | None = None) -> Run:
+def load_run(path: str | os.PathLike, name: str | None = None, cache_it: bool = True) -> Run:
     """A run directory (store/<test>/<time>/, store/latest, or any directory
     holding a results.json), or one clear error naming the path."""
     given = Path(path)
@@ -206,20 +247,50 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> Run:
             )
         raise CompareError(f"{given}: no results.json (judge it first: queuecheck check {given})")
     doc = _read_json(results)
-    props = doc.get("properties")
-    if "valid" not in doc or not isinstance(props, dict):
-        raise CompareError(f"{results}: not a results.json (no 'valid' or no 'properties')")
-    if not all(isinstance(p, dict) and "valid" in p for p in props.values()):
-        raise CompareError(f"{results}: not a results.json (a property without 'valid')")
+    why = _results_malformed(doc)
+    if why:
+        raise CompareError(f"{results}: not a results.json ({why})")
     stats = _read_json(run.stats) if run.stats.is_file() else {}
+    rate = stats.get("acknowledged-per-second")
+    if rate is not None and not _number(rate):
+        raise CompareError(f"{run.stats}: not a stats.json ('acknowledged-per-second' {rate!r})")
+    test = _read_json(run.test) if run.test.is_file() else {}
     real = given.resolve()
     return Run(
         path=given,
         name=name or f"{real.parent.name}/{real.name}",
         results=doc,
         stats=stats,
-        latency=run_latency(given),
+        latency=run_latency(given, cache_it),
+        test=test,
     )
+
+
+def _results_malformed(doc: dict[str, Any]) -> str:
+    """Why a results.json is not one compare can read ("" when it is)."""
+    props = doc.get("properties")
+    if "valid" not in doc or not isinstance(props, dict):
+        return "no 'valid' or no 'properties'"
+    for name, p in props.items():
+        if not isinstance(p, dict) or "valid" not in p:
+            return f"property {name!r} without 'valid'"
+        if p["valid"] not in (True, False, UNKNOWN):
+            return f"property {name!r}: valid {p['valid']!r}"
+    counts = doc.get("counts", {})
+    if not isinstance(counts, dict):
+        return "'counts' is not an object"
+    for kind, n in counts.items():
+        if n is not None and not _number(n):
+            return f"count {kind!r} is {n!r}, not a number"
+    anomalies = doc.get("anomalies", {})
+    if not isinstance(anomalies, dict):
+        return "'anomalies' is not an object"
+    for kind, a in anomalies.items():
+        if not isinstance(a, dict) or (a.get("count") is not None and not _number(a["count"])):
+            return f"anomaly {kind!r} without a numeric 'count'"
+    if not isinstance(doc.get("history", {}), dict):
+        return "'history' is not an object"
+    return ""
 
 
 # The decision ----------------------------------------------------------------
@@ -232,11 +303,11 @@ class Finding:
 
     run: int
     name: str  # the compared run's name
-    kind: str  # "property" or "anomaly"
+    kind: str  # "property", "anomaly" (a new kind) or "more" (more of a kind A had)
     subject: str  # the property or the anomaly kind
     a: Any  # the baseline's valid (or count)
     b: Any
-    outcome: str  # "same", "better", "worse" or "unknown"
+    outcome: str  # "same", "better", "worse", "unknown" or "more" (never gated)
     gated: bool  # does it decide PASS/FAIL?
     text: str
 
@@ -263,7 +334,12 @@ def gated_kind(kind: str, at_most_once_claimed: bool) -> bool:
 class Comparison:
     runs: list[Run]
     findings: list[Finding]
+    options: list[dict[str, Any]] = field(default_factory=list)  # option_differences
     files: dict[str, Path] = field(default_factory=dict)
+
+    def more_of_the_same(self) -> list[str]:
+        """More of an anomaly kind A already had: said, never gated."""
+        return [f.text for f in self.findings if f.kind == "more"]
 
     @property
     def decision(self) -> str:
@@ -313,11 +389,17 @@ class Comparison:
             "decision": self.decision,
             "exit": self.exit_code,
             "reasons": self.reasons(),
+            "not-gated": self.more_of_the_same(),
             "note": NOT_GATED_NOTE,
+            "options": [
+                {"name": o["name"], "cells": [_option_text(v) for v in o["values"]]}
+                for o in self.options
+            ],
             "runs": [
                 {
                     "label": label(i),
                     "name": r.name,
+                    "system": r.system,
                     "path": str(r.path),
                     "valid": r.results.get("valid"),
                     "acknowledged-per-second": r.throughput,
@@ -355,6 +437,8 @@ class Comparison:
         for i, run in enumerate(self.runs):
             n, f = run.count(kind), self.finding(i, "anomaly", kind)
             mark = ("new" if f.gated else "new, not gated") if f else ("bad" if n and bad else "")
+            if self.finding(i, "more", kind):
+                mark = "more, not gated"
             cells.append({"n": n, "mark": mark})
         return {"name": kind, "anomaly": bad, "cells": cells}
 
@@ -366,6 +450,13 @@ class Comparison:
         out = [{"name": name, "cells": _with_change(values)} for name, values in rows]
         samples = [str((r.latency or {}).get("samples", "n/a")) for r in self.runs]
         return [*out, {"name": "latency samples", "cells": samples}]
+
+
+def _option_text(value: Any) -> str:
+    """An option's value in a table cell ("-": the run does not say)."""
+    if value is None:
+        return "-"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _with_change(values: list[float | None]) -> list[str]:
@@ -396,21 +487,81 @@ def _property_findings(a: Run, b: Run, i: int, prop: str) -> Finding:
     return Finding(i, b.name, "property", prop, va, vb, outcome, gated, what)
 
 
-def compare(dirs: list[str | os.PathLike], names: list[str] | None = None) -> Comparison:
+# test.json's fields that differ from run to run by nature, not by choice
+UNCOMPARED_OPTIONS = ("name", "started", "nodes", "claim_notes")
+
+
+def _flat(test: dict[str, Any]) -> dict[str, Any]:
+    """test.json's options, one level of objects flattened (config.acks)."""
+    out: dict[str, Any] = {}
+    for key, value in test.items():
+        if key in UNCOMPARED_OPTIONS:
+            continue
+        if isinstance(value, dict):
+            out |= {f"{key}.{k}": v for k, v in value.items()}
+        else:
+            out[key] = value
+    return out
+
+
+def option_differences(runs: list[Run]) -> list[dict[str, Any]]:
+    """Each test.json option whose value is not the same in every run (a
+    run without test.json is left out): {"name", "values": one per run}."""
+    told = [r for r in runs if r.test]
+    flats = [_flat(r.test) for r in runs]
+    keys = list(dict.fromkeys(k for f in flats for k in f))
+    out = []
+    for key in keys:
+        values = [f.get(key) for f, r in zip(flats, runs, strict=True) if r.test]
+        if len(told) > 1 and any(v != values[0] for v in values):
+            out.append({"name": key, "values": [f.get(key) for f in flats]})
+    return out
+
+
+def refuse_other_systems(runs: list[Run]) -> None:
+    """Runs of different systems (test.json's `system`) are no upgrade of
+    one another: one error naming them."""
+    systems = {r.system for r in runs if r.system}
+    if len(systems) > 1:
+        said = ", ".join(f"{label(i)} {r.name}: {r.system}" for i, r in enumerate(runs))
+        raise CompareError(
+            f"compare: runs of different systems ({said}); --allow-different compares them anyway"
+        )
+
+
+def compare(
+    dirs: list[str | os.PathLike],
+    names: list[str] | None = None,
+    allow_different: bool = False,
+    cache_it: bool = True,
+) -> Comparison:
     """Loads the runs (the first is the baseline) and decides; writes nothing
-    but the runs' latency caches."""
+    but the runs' latency caches (not even those without `cache_it`). Runs
+    of different systems are refused unless `allow_different`."""
     if len(dirs) < 2:
         raise CompareError("compare: give two runs or more (the first is the baseline)")
     if names is not None and len(names) != len(dirs):
         raise CompareError(f"compare: {len(names)} names for {len(dirs)} runs")
-    runs = [load_run(d, names[i] if names else None) for i, d in enumerate(dirs)]
-    cmp = Comparison(runs, [])
+    runs = [load_run(d, names[i] if names else None, cache_it) for i, d in enumerate(dirs)]
+    if not allow_different:
+        refuse_other_systems(runs)
+    cmp = Comparison(runs, [], option_differences(runs))
     a, bad = runs[0], cmp.anomaly_kinds()
     for i, b in enumerate(runs[1:], 1):
         for prop in cmp.property_names:
             cmp.findings.append(_property_findings(a, b, i, prop))
         at_most_once = a.claims("at-most-once") or b.claims("at-most-once")
         for kind in cmp.kinds:
+            if kind in bad and gated_kind(kind, at_most_once) and 0 < a.count(kind) < b.count(kind):
+                text = (
+                    f"{b.name}: more {kind} than A ({a.count(kind)} in A, {b.count(kind)} in "
+                    f"{label(i)}): NOT gated ({MORE_NOT_GATED})"
+                )
+                cmp.findings.append(
+                    Finding(
+                        i, b.name, "more", kind, a.count(kind), b.count(kind), "more", False, text
+                    )
+                )
             if kind in bad and a.count(kind) == 0 and b.count(kind) > 0:
                 gated = gated_kind(kind, at_most_once)
                 text = f"{b.name}: new anomaly {kind} (0 in A, {b.count(kind)} in {label(i)})"
@@ -509,12 +660,13 @@ def compare_runs(
     dirs: list[str | os.PathLike],
     names: list[str] | None = None,
     out: str | os.PathLike | None = None,
+    allow_different: bool = False,
 ) -> Comparison:
     """Compares the runs (the first is the baseline) and writes compare.html,
     junit.xml and compare.json into `out` (default: `default_out`). The
     result's `decision` / `exit_code` are the gate's answer; `files` where
     the outputs went."""
-    cmp = compare(dirs, names)
+    cmp = compare(dirs, names, allow_different)
     write_outputs(cmp, Path(out) if out is not None else default_out(dirs))
     return cmp
 
@@ -533,7 +685,12 @@ MARK = {
     "better": " [green]▲ better[/]",
     "undecided": " [bold yellow]? could not decide[/]",
 }
-COUNT = {"bad": "[red]{}[/]", "new": "[bold red]{} NEW[/]", "new, not gated": "[yellow]{} new[/]"}
+COUNT = {
+    "bad": "[red]{}[/]",
+    "new": "[bold red]{} NEW[/]",
+    "new, not gated": "[yellow]{} new[/]",
+    "more, not gated": "[bold yellow]{} MORE (not gated)[/]",
+}
 
 
 def label(i: int) -> str:
@@ -561,6 +718,11 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     decision with what decided it, and where the files went."""
     console = console or Console()
     doc = cmp.to_dict()
+    if doc["options"]:
+        table = _table("queuecheck compare: options that differ (test.json)", doc, "option")
+        for row in doc["options"]:
+            table.add_row(escape(row["name"]), *(escape(c) for c in row["cells"]))
+        console.print(table)
     table = _table("queuecheck compare: properties", doc, "property", "claimed", show_lines=True)
     for row in doc["properties"]:
         cells = []
@@ -585,5 +747,182 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     )
     for reason in doc["reasons"]:
         console.print(f"  - {escape(reason)}")
+    if doc["not-gated"]:
+        console.print("[bold yellow]NOT GATED: more of an anomaly kind A already had[/]")
+        for text in doc["not-gated"]:
+            console.print(f"  - [yellow]{escape(text)}[/]")
     for what, path in cmp.files.items():
         console.print(f"{what}: {escape(str(path))}")
+
+
+# Rates over repeated runs (`gate --runs N`) ------------------------------------
+
+ALPHA = 0.05
+FISHER = "Fisher's exact test, one-sided"
+MANN_WHITNEY = "Mann-Whitney U test, one-sided"
+MAX_RUNS_SEARCHED = 1000
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One decided run as a rate gate sees it: did it violate a claimed
+    property, and how many acknowledged messages it lost of how many."""
+
+    violated: bool
+    lost: int
+    acknowledged: int
+
+    @property
+    def loss_rate(self) -> float:
+        """Lost per acknowledged message (0 when nothing was acknowledged)."""
+        return self.lost / self.acknowledged if self.acknowledged else 0.0
+
+
+def summarise_results(doc: dict[str, Any] | None) -> RunSummary | None:
+    """A run's summary from its results.json; None when it decided nothing
+    (no results, or a claimed property unknown and none violated)."""
+    if not doc or doc.get("valid") not in (True, False):
+        return None
+    counts = doc.get("counts") or {}
+    return RunSummary(
+        violated=doc["valid"] is False,
+        lost=int(counts.get("lost") or 0),
+        acknowledged=int(counts.get("acknowledged") or 0),
+    )
+
+
+@dataclass(frozen=True)
+class RateTest:
+    """One named test of B against A, with its figures."""
+
+    name: str
+    question: str  # what a small p says
+    figures: str
+    p: float
+    worse: bool  # B is observed worse (whether or not significantly)
+
+    @property
+    def significant(self) -> bool:
+        return self.p < ALPHA
+
+    def text(self) -> str:
+        verdict = f"p = {self.p:.4g}, {'below' if self.significant else 'not below'} {ALPHA}"
+        return f"{self.name} ({self.question}): {self.figures}; {verdict}"
+
+
+@dataclass
+class RateDecision:
+    decision: str  # PASS, FAIL or UNDECIDED
+    tests: list[RateTest]
+    reasons: list[str]
+    runs_needed: int | None = None  # per side, when too few runs could tell
+
+    @property
+    def exit_code(self) -> int:
+        return {"PASS": 0, "FAIL": 1, "UNDECIDED": 2}[self.decision]
+
+
+def fisher_p(b_violated: int, b_runs: int, a_violated: int, a_runs: int) -> float:
+    """One-sided Fisher's exact test: the chance of B violating in this many
+    runs or more, were B no likelier to violate than A."""
+    from scipy.stats import fisher_exact
+
+    table = [[b_violated, b_runs - b_violated], [a_violated, a_runs - a_violated]]
+    return float(fisher_exact(table, alternative="greater").pvalue)
+
+
+def mann_whitney(b: list[float], a: list[float]) -> tuple[float, float]:
+    """One-sided Mann-Whitney U: B's statistic and the chance of B's values
+    ranking this high or higher, were B's and A's alike."""
+    from scipy.stats import mannwhitneyu
+
+    result = mannwhitneyu(b, a, alternative="greater")
+    return float(result.statistic), float(result.pvalue)
+
+
+def runs_to_tell(p_at: Any) -> int | None:
+    """The fewest runs per side at which `p_at(n)` falls below ALPHA."""
+    return next((n for n in range(1, MAX_RUNS_SEARCHED + 1) if p_at(n) < ALPHA), None)
+
+
+def _scaled(count: int, runs: int, n: int) -> int:
+    return round(count / runs * n)
+
+
+def decide_rates(a: list[RunSummary], b: list[RunSummary], b_label: str = "B") -> RateDecision:
+    """B against A over repeated runs (each side's decided runs only; B is
+    called `b_label` in the texts).
+
+    FAIL when B violates a claimed property in significantly more runs
+    (one-sided Fisher's exact test) or, where both sides violate, loses
+    significantly more per acknowledged message (one-sided Mann-Whitney
+    U), at ALPHA. Else UNDECIDED when B is observed worse but not
+    significantly (too few runs to tell: `runs_needed` says how many a side
+    would, were the observed split to hold), or a side has no decided run.
+    Else PASS: B is observed no worse."""
+    if not a or not b:
+        side = "A" if not a else b_label
+        return RateDecision("UNDECIDED", [], [f"no decided run of {side}: nothing to test"])
+    va, vb = sum(r.violated for r in a), sum(r.violated for r in b)
+    na, nb = len(a), len(b)
+    tests = [
+        RateTest(
+            FISHER,
+            f"{b_label} violates a claimed property in more runs than A",
+            f"{b_label} violated in {vb} of {nb} runs, A in {va} of {na}",
+            fisher_p(vb, nb, va, na),
+            vb / nb > va / na,
+        )
+    ]
+    needed: list[int | None] = []
+    if tests[0].worse and not tests[0].significant:
+        needed.append(
+            runs_to_tell(
+                lambda n: (
+                    fisher_p(_scaled(vb, nb, n), n, _scaled(va, na, n), n)
+                    if _scaled(vb, nb, n) > _scaled(va, na, n)
+                    else 1.0
+                )
+            )
+        )
+    if va and vb:  # both violate: does B lose more per acknowledged message?
+        ra, rb = [r.loss_rate for r in a], [r.loss_rate for r in b]
+        u, p = mann_whitney(rb, ra)
+        tests.append(
+            RateTest(
+                MANN_WHITNEY,
+                f"{b_label} loses more per acknowledged message than A",
+                f"lost per acknowledged message: {b_label} median {_median(rb):.4g} ({nb} runs), "
+                f"A median {_median(ra):.4g} ({na} runs), U = {u:g}",
+                p,
+                u > na * nb / 2,
+            )
+        )
+        if tests[-1].worse and not tests[-1].significant:
+            # were the samples wholly apart: the fewest runs a side that would tell
+            needed.append(
+                runs_to_tell(
+                    lambda n: mann_whitney(
+                        [1.0 + i for i in range(n)], [-1.0 - i for i in range(n)]
+                    )[1]
+                )
+            )
+    significant = [t for t in tests if t.significant]
+    if significant:
+        return RateDecision("FAIL", tests, [f"{b_label} is worse: {t.text()}" for t in significant])
+    doubtful = [t for t in tests if t.worse]
+    if doubtful:
+        known = [n for n in needed if n is not None]
+        most = max(known) if known else None
+        said = f"; about {most} runs a side would tell (--runs {most})" if most else ""
+        reasons = [
+            f"{b_label} looks worse, too few runs to tell: {t.text()}{said}" for t in doubtful
+        ]
+        return RateDecision("UNDECIDED", tests, reasons, most)
+    return RateDecision("PASS", tests, [f"{b_label} is no worse than A: {t.text()}" for t in tests])
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)

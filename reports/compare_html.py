@@ -1,6 +1,7 @@
 """compare.html: a comparison of stored runs (reports/compare.py) as one
-self-contained page in report.html's look: the decision and what decided it,
-property × run, counts and anomalies × run, and throughput and latency
+self-contained page in report.html's look: the options that differ, the
+decision and what decided it (and, said apart, more of an anomaly kind A
+already had: not gated), property × run, counts and anomalies × run, and throughput and latency
 (reported, not gated). Rendered from `Comparison.to_dict()`, the document
 compare.json holds, so `queuecheck serve` renders it on the fly too. Every
 name and path is escaped: test names are the user's."""
@@ -24,6 +25,7 @@ MARK = {
     "undecided": ("undecided", "? could not decide"),
     "new": ("worse", "NEW"),
     "new, not gated": ("worse", "new (not gated)"),
+    "more, not gated": ("undecided", "MORE (not gated)"),
     "bad": ("", ""),
 }
 
@@ -75,6 +77,19 @@ def render(doc: dict[str, Any], links: list[str | None]) -> str:
     runs = doc["runs"]
     decision = doc["decision"]
     reasons = "".join(f"<li>{escape(r)}</li>" for r in doc["reasons"])
+    options = ""
+    if doc.get("options"):
+        rows = "".join(_plain_row(r) for r in doc["options"])
+        options = f"""<h2>Options that differ</h2>
+<p><small>From each run's test.json.</small></p>
+<table id="options">{_head(doc, links, "option")}{rows}</table>
+"""
+    not_gated = ""
+    if doc.get("not-gated"):
+        items = "".join(f"<li>{escape(t)}</li>" for t in doc["not-gated"])
+        not_gated = f"""<h3 class="unknown">NOT GATED: more of an anomaly kind A already had</h3>
+<ul id="not-gated">{items}</ul>
+"""
     where = "".join(
         f"<li>{escape(r['label'])}: {escape(r['name'])} — <code>{escape(r['path'])}</code></li>"
         for r in runs
@@ -88,10 +103,10 @@ def render(doc: dict[str, Any], links: list[str | None]) -> str:
         f"""<h1>queuecheck compare</h1>
 <p class="sub">baseline A: {escape(runs[0]["name"])}; every other run is compared with A</p>
 <ul id="runs">{where}</ul>
-<h2>Decision</h2>
+{options}<h2>Decision</h2>
 <span class="verdict {DECISION_CLASS[decision]}" id="decision">{decision}</span>
 <ul id="reasons">{reasons}</ul>
-<h2>Properties</h2>
+{not_gated}<h2>Properties</h2>
 <table id="properties">{_head(doc, links, "property", "claimed")}{props}</table>
 <h2>Counts and anomalies</h2>
 <p><small>Distinct message ids. A new kind is an anomaly that is 0 in A and above 0

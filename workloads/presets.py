@@ -19,20 +19,61 @@ class Preset:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+KNOWN_BAD = "known-bad"  # must be caught: one of its properties violated
+CONTROL = "control"  # must be clean: every property held, in a run that met its faults
+KNOWN_FINDING = "known-finding"  # a documented violation: its rate reported, never gated
+DEFAULT_MIN_ACKNOWLEDGED = 1000  # a control run that acknowledged fewer proves little
+
+
+@dataclass(frozen=True)
+class KnownFinding:
+    """A control that is not: a documented violation of a property the
+    setup claims, measured `caught` times in `runs` (`measured_on`: the
+    conditions) and written up at `write_up` (a README section)."""
+
+    caught: int
+    runs: int
+    measured_on: str
+    write_up: str
+
+    def __post_init__(self) -> None:
+        if not 0 < self.caught <= self.runs:
+            raise ValueError(f"a known finding caught {self.caught} of {self.runs} runs")
+
+    @property
+    def rate_text(self) -> str:
+        return f"{self.caught} of {self.runs} runs ({self.measured_on})"
+
+
 @dataclass
 class Finding:
     """A row of the findings suite (harness/commands/findings.py): a setup
     whose outcome under its faults is known. `expect` says, per property,
-    whether it must hold (a known-good control) or must be caught violated
-    (a known-bad setup); `teaches` is what the row shows a reader."""
+    whether it must hold (a control) or must be caught violated (a
+    known-bad setup, or a known finding: `known_finding` set, the
+    properties it is documented to violate); `teaches` is what the row
+    shows a reader. A control run counts only when it acknowledged at
+    least `min_acknowledged` messages (and met its faults)."""
 
     preset: Preset
     expect: dict[str, bool]
     teaches: str
+    min_acknowledged: int = DEFAULT_MIN_ACKNOWLEDGED
+    known_finding: KnownFinding | None = None
+
+    def __post_init__(self) -> None:
+        if self.known_finding and any(self.expect.values()):
+            raise ValueError(f"{self.preset.name}: a known finding expects violations only")
+
+    @property
+    def kind(self) -> str:
+        if self.known_finding is not None:
+            return KNOWN_FINDING
+        return CONTROL if all(self.expect.values()) else KNOWN_BAD
 
     @property
     def known_bad(self) -> bool:
-        return not all(self.expect.values())
+        return self.kind == KNOWN_BAD
 
 
 @dataclass

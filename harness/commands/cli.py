@@ -17,7 +17,7 @@ from harness.history import HistoryError
 from harness.nodes import NodeOptions
 from harness.options import add_arguments, default_of, given
 from harness.run.options import RunError, RunOptions
-from harness.rundir import RunDir
+from harness.rundir import RunDir, WriteError, not_replaceable, recorded
 from harness.store import StoreOptions
 from nemesis.registry import FaultOptions
 from workloads.registry import SYSTEMS
@@ -50,7 +50,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     spark = SparkOptions(**given(args, SparkOptions))
     run = RunDir.find(args.path)
     out = Path(args.out) if args.out else run.results
-    _writable(out, "--out" if args.out else out.name)  # before the check, not after
+    _writable(out, "--out" if args.out else out.name, run.history)  # before the check
     # progress on stderr: stdout is the verdict alone
     with CheckProgress(Progress(Console(stderr=True))) as progress:
         doc = check(
@@ -64,19 +64,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     write_results(doc, out)
     print_verdict(doc, stats=run.read_stats())  # a run's stats, beside its history
-    _out().print(f"results: {out}")
+    _out().print(f"results: {escape(str(out))}")  # a path: text, not markup
     return EXIT[doc["valid"]]
 
 
-def _writable(out: Path, what: str) -> None:
-    """A file we may create or replace, or one clear error naming it."""
+def _writable(out: Path, what: str, history: Path | None = None) -> None:
+    """A file we may create or replace, or one clear error naming it: never
+    a link or anything but a regular file (a device, a FIFO), never what a
+    run recorded (the history judged, a run's test.json, stats.json ...)."""
     from checkers.job import UsageError
 
-    if out.is_dir():
-        raise UsageError(f"{what} {out}: is a directory; name a file")
+    why = not_replaceable(out) or recorded(out, history)
+    if why:
+        raise UsageError(f"{what} {out}: {why}; nothing was written")
     parent = next(p for p in (out.parent, *out.parent.parents) if p.exists())
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{what} {out}: cannot write in {parent}")
+
+
+def _compare_out(out: str | None) -> None:
+    """compare's --out is a directory of its own: not a run's (its junit.xml
+    is the run's), not a link (compare.py refuses a file)."""
+    from checkers.job import UsageError
+
+    if out is None:
+        return
+    path = Path(out)
+    if path.is_symlink():
+        raise UsageError(f"--out {out}: is a symbolic link; name the directory itself")
+    if RunDir.at(path).is_run():
+        raise UsageError(f"--out {out}: is a run directory; its junit.xml is the run's")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -85,7 +102,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     spark = SparkOptions(**given(args, SparkOptions))
     html, junit = build_reports(Path(args.path), **spark.spark())
-    _out().print(f"report: {html}\njunit: {junit}")
+    _out().print(escape(f"report: {html}\njunit: {junit}"))
     return 0
 
 
@@ -95,7 +112,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     store = StoreOptions(**given(args, StoreOptions)).store
     server = make_server(Path(store), args.port)
-    _out().print(f"serving {store} on http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)")
+    url = f"http://127.0.0.1:{server.server_port}/"
+    _out().print(escape(f"serving {store} on {url} (Ctrl-C stops)"))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -110,7 +128,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from reports.compare import compare_runs, print_comparison
 
     names = args.names.split(",") if args.names else None
-    cmp = compare_runs(args.runs, names=names, out=args.out)
+    _compare_out(args.out)
+    cmp = compare_runs(args.runs, names=names, out=args.out, allow_different=args.allow_different)
     print_comparison(cmp, _out())
     return cmp.exit_code
 
@@ -141,11 +160,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         # valid, but a queue named by a non-string (Spark reads the JSONL), or
         # a directory the tool may not write in
         _out().print(
-            f"no sidecar: {hp} names a queue by something other than a string, "
-            "or its directory cannot be written in"
+            escape(
+                f"no sidecar: {hp} names a queue by something other than a string, "
+                "or its directory cannot be written in"
+            )
         )
         return 0
-    _out().print(f"sidecar: {files['ops']}, {files['msgs']}")
+    _out().print(escape(f"sidecar: {files['ops']}, {files['msgs']}"))
     return 0
 
 
@@ -176,14 +197,14 @@ def cmd_findings(args: argparse.Namespace) -> int:
         FindingsOptions,
         exit_code,
         findings_named,
+        list_line,
         run_findings,
     )
 
     opts = FindingsOptions(**given(args, FindingsOptions))
     if opts.list_rows:
         for f in FINDINGS:
-            kind = "known-bad" if f.known_bad else "known-good"
-            _out().print(f"{f.preset.name} ({kind}): {f.preset.what}\n  {f.teaches}")
+            _out().print(list_line(f))
         return 0
     return exit_code(run_findings(opts, findings_named(opts.rows), _out()))
 
@@ -239,13 +260,13 @@ def cmd_test(args: argparse.Namespace) -> int:
     try:
         run, doc = Run(opts, out).execute()
     except Interrupted as e:
-        err.print(f"history kept in {e}; judge it with `queuecheck check {e}`")
+        err.print(escape(f"history kept in {e}; judge it with `queuecheck check {e}`"))
         return 2
     if doc is None:
-        out.print(f"history: {RunDir.at(run).history} (not checked)")
+        out.print(escape(f"history: {RunDir.at(run).history} (not checked)"))
         return 0
     print_verdict(doc, out, stats=RunDir.at(run).read_stats())
-    out.print(f"run: {run}")
+    out.print(escape(f"run: {run}"))
     return EXIT[doc["valid"]]
 
 
@@ -264,25 +285,18 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    """A, B and A rolled to B under the same test; compared: PASS 0, FAIL 1, else 2."""
-    from harness.commands.gate import GateOptions, run_gate
+    """A, B and A rolled to B under the same test, --runs times each, decided
+    on rates (--runs 1: compared once): PASS 0, FAIL 1, else 2."""
+    from harness.commands.gate import GateOptions, gate_command
     from harness.run.runner import Interrupted
-    from reports.compare import compare_runs, print_comparison
 
     gate = GateOptions(**given(args, GateOptions))
     base = _run_options(args)
-    out = _out()
     try:
-        dirs = run_gate(base, gate, out)
+        return gate_command(base, gate, _out())
     except Interrupted as e:
-        err.print(f"interrupted; what ran is kept, the last history in {e}")
+        err.print(escape(f"interrupted; what ran is kept, the last history in {e}"))
         return 2
-    if any(d is None for d in dirs):
-        err.print("error: a gate run failed; nothing to compare (see above)")
-        return 2
-    cmp = compare_runs(dirs, names=[d.parent.name for d in dirs])
-    print_comparison(cmp, out)
-    return cmp.exit_code
 
 
 def _default(cls: type, name: str) -> Any:
@@ -344,6 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
         "<store>/compare/<time>/ when the runs are in one store, else the current directory)",
     )
     p.add_argument("--names", help="comma-separated names of the runs (default: test/time)")
+    p.add_argument(
+        "--allow-different",
+        action="store_true",
+        help="compare runs of different systems (test.json's system; refused by default)",
+    )
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("index", help="build the columnar sidecar of a history (faster re-checks)")
@@ -431,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         DBError,
         RunError,
         ValueError,
+        WriteError,
     ) as e:
         _error(str(e))
         if debug:

@@ -54,6 +54,7 @@ def make_run(
     acks: float | None = 100.0,
     latencies: tuple[float, ...] = (1.0, 2.0, 3.0),
     final_read_complete: bool = True,
+    test: dict | None = None,
 ) -> Path:
     """A stored run, by hand: store/<name>/<stamp>/ with test.json, results.json,
     stats.json and a history of ok sends with the given latencies (ms)."""
@@ -65,7 +66,7 @@ def make_run(
     valid = False if False in claimed else ("unknown" if "unknown" in claimed else True)
     doc = {"valid": valid, "properties": props, "counts": counts, "anomalies": anomalies or {}}
     doc["history"] = {"final-read-complete": final_read_complete}
-    (run / "test.json").write_text(json.dumps({"name": name}))
+    (run / "test.json").write_text(json.dumps({"name": name, **(test or {})}))
     (run / "results.json").write_text(json.dumps(doc))
     if acks is not None:
         (run / "stats.json").write_text(json.dumps({"acknowledged-per-second": acks}))
@@ -110,8 +111,8 @@ def test_a_property_a_held_and_b_violated_fails_with_exit_1(store, tmp_path, cap
     a, b = pair(
         store,
         properties={"at-least-once": {"valid": False, "claimed": True}},
-        counts={"lost": 0, "unexpected": 2},
-        anomalies={"unexpected": {"count": 2, "examples": []}},
+        counts={"lost": 2},
+        anomalies={"lost": {"count": 2, "examples": []}},
     )
     out = tmp_path / "out"
     assert main(["compare", str(a), str(b), "--out", str(out)]) == 1
@@ -120,8 +121,8 @@ def test_a_property_a_held_and_b_violated_fails_with_exit_1(store, tmp_path, cap
     failures = junit_failures(out / "junit.xml")
     suite = "queuecheck.compare.demo/20260102T000000"
     assert set(failures) == {(suite, "at-least-once"), (suite, "new anomaly kinds")}
-    assert "unexpected=2" in failures[(suite, "at-least-once")]
-    assert "new anomaly unexpected (0 in A, 2 in B)" in failures[(suite, "new anomaly kinds")]
+    assert "lost=2" in failures[(suite, "at-least-once")]
+    assert "new anomaly lost (0 in A, 2 in B)" in failures[(suite, "new anomaly kinds")]
 
 
 def test_a_new_anomaly_kind_fails_even_where_every_property_is_the_same(store, tmp_path):
@@ -143,10 +144,32 @@ def test_a_loss_no_complete_final_read_proves_cannot_decide_it_is_no_fail(store)
     assert "but no complete final read proves it" in " ".join(result.reasons())
 
 
-def test_more_of_a_kind_a_already_had_is_shown_not_gated(store):
+def test_more_of_a_kind_a_already_had_is_said_loudly_as_not_gated(store, tmp_path, capsys):
+    """One run a side: more of a kind A already had cannot be told from
+    chance, so it is still no FAIL, but said apart as NOT gated (and `gate
+    --runs N` tests it: test_gate_rates.py)."""
     a = make_run(store, counts={"lost-write": 1}, anomalies={"lost-write": {"count": 1}})
     b = make_run(store, stamp="20260102T000000", counts={"lost-write": 5})
-    assert compare([a, b]).decision == "PASS"
+    result = compare([a, b])
+    assert result.decision == "PASS"
+    (more,) = result.more_of_the_same()
+    assert more.startswith(
+        "demo/20260102T000000: more lost-write than A (1 in A, 5 in B): NOT gated"
+    )
+    assert "gate --runs N" in more
+    out = tmp_path / "o"
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "NOT GATED: more of an anomaly kind A already had" in text
+    assert "5 MORE (not gated)" in text
+    assert json.loads((out / "compare.json").read_text())["not-gated"] == [more]
+    page = Page()
+    page.feed((out / "compare.html").read_text())
+    assert "not-gated" in page.ids
+    # more redeliveries where at-least-once allows them: nothing to gate, nothing said
+    a = make_run(store, "dup", counts={"duplicated": 1}, anomalies={"duplicated": {"count": 1}})
+    b = make_run(store, "dup", "20260102T000000", counts={"duplicated": 9})
+    assert compare([a, b]).more_of_the_same() == []
 
 
 def test_duplicates_are_a_new_kind_only_where_at_most_once_is_claimed(store):
@@ -447,3 +470,84 @@ def test_a_run_without_stats_or_history_still_compares(store):
     assert result.decision == "PASS"
     perf = {row["name"]: row["cells"] for row in result.to_dict()["performance"]}
     assert perf["acknowledged msgs/s"] == ["100.0", "n/a"]
+
+
+# Runs of different systems, the options that differ, malformed files ----------------
+
+
+def test_runs_of_different_systems_are_refused_unless_allowed(store, tmp_path, capsys):
+    a = make_run(store, "k", test={"system": "kafka"})
+    b = make_run(store, "n", "20260102T000000", test={"system": "nats"})
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
+    err = one_error(capsys)
+    assert (
+        "runs of different systems (A k/20260101T000000: kafka, B n/20260102T000000: nats)" in err
+    )
+    assert "--allow-different" in err and not (tmp_path / "o").exists()
+    assert compare([a, b], allow_different=True).decision == "PASS"
+
+
+def test_the_options_that_differ_are_shown_first(store, tmp_path, capsys):
+    common = {"system": "kafka", "time_limit": 40.0, "seed": 3}
+    a = make_run(store, test={**common, "config": {"acks": "all", "version": "4.2.1"}})
+    b = make_run(
+        store,
+        stamp="20260102T000000",
+        test={**common, "seed": 4, "config": {"acks": "all", "version": "4.3.1"}},
+    )
+    result = compare([a, b])
+    assert result.options == [
+        {"name": "seed", "values": [3, 4]},
+        {"name": "config.version", "values": ["4.2.1", "4.3.1"]},
+    ]
+    out = tmp_path / "o"
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.index("options that differ") < text.index("compare: properties")
+    assert "config.version" in text and "time_limit" not in text  # the same in both: not shown
+    page = Page()
+    page.feed((out / "compare.html").read_text())
+    assert "config.version" in page.tables["options"] and "4.3.1" in page.tables["options"]
+
+
+@pytest.mark.parametrize(
+    "file, content, said",
+    [
+        ("results.json", {"counts": [1, 2]}, "'counts' is not an object"),
+        ("results.json", {"counts": {"lost": "x"}}, "count 'lost' is 'x', not a number"),
+        ("results.json", {"anomalies": [1]}, "'anomalies' is not an object"),
+        ("results.json", {"anomalies": {"lost": {"count": "x"}}}, "anomaly 'lost' without"),
+        ("results.json", {"history": []}, "'history' is not an object"),
+        (
+            "results.json",
+            {"properties": {"at-least-once": {"valid": "maybe"}}},
+            "property 'at-least-once': valid 'maybe'",
+        ),
+        ("stats.json", {"acknowledged-per-second": "fast"}, "not a stats.json"),
+        ("stats.json", [1], "not a stats.json (a JSON object is expected)"),
+        ("test.json", "{", "not a readable test.json"),
+        ("latency.json", "[", "not a readable latency.json"),
+    ],
+)
+def test_a_malformed_file_is_one_error_naming_it_exit_2(
+    store, tmp_path, capsys, file, content, said
+):
+    a, b = pair(store)
+    path = b / file
+    if file == "results.json":
+        content = {**json.loads(path.read_text()), **content}
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
+    err = one_error(capsys)
+    assert f"{path}: " in err and said in err, err
+
+
+def test_a_current_latency_json_with_figures_that_are_none_is_one_error(store, tmp_path, capsys):
+    a, b = pair(store)
+    run_latency(b)
+    cache = b / "latency.json"
+    doc = json.loads(cache.read_text())
+    cache.write_text(json.dumps({**doc, "p50": "fast"}))  # newer than the history: current
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
+    err = one_error(capsys)
+    assert f"{cache}: not a latency.json ('p50' is not a number of ms)" in err

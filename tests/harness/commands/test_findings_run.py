@@ -47,7 +47,7 @@ def test_known_bad_rows_are_caught_with_the_faults_said_in_the_history(
     for name, e in rows.items():
         (run,) = e["runs"]
         assert e["passed"], (name, run)
-        if e["known"] == "bad":
+        if e["kind"] == "known-bad":
             assert run["first-violation-s"] is not None and run["first-violation-s"] > 0
     assert code == 0
     assert "every known-bad row caught, every control clean" in out

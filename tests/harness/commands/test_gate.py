@@ -65,6 +65,8 @@ def test_a_weaker_b_fails_the_gate_and_a_rolling_restart_does_not(state, tmp_pat
         # served nothing for the rest of the run: no later step in sync
         "--nemesis-await-recovery",
         "--seed", "3",
+        # one run a side, compared as `compare` does (gate --runs N: test_gate_rates.py)
+        "--runs", "1",
         "--state", str(state), "--store", str(store), "--driver-memory", "1g",
         *[f"--{k}={v}" for k, v in CLUSTER.items()],
     ]  # fmt: skip
