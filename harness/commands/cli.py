@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"history {getattr(args, 'path', '')}: {e}")
     except (
         UsageError,
-        FileNotFoundError,
+        OSError,  # a path the OS refuses (too long, unreadable, a full disk): named in e
         ClusterError,
         ClusterFileError,
         LeaseError,

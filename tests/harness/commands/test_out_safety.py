@@ -182,3 +182,13 @@ def test_a_failed_write_is_one_error_line_exit_2(tmp_path, capsys, monkeypatch):
     err = refused(["check", str(history)], capsys)
     assert f"{tmp_path / 'results.json'}: not written: No space left on device" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl"]
+
+
+def test_a_path_the_os_refuses_is_one_error_not_an_internal_one(tmp_path, capsys):
+    # before: "internal error: OSError: [Errno 36] File name too long"
+    from harness.commands.cli import main
+
+    too_long = tmp_path / ("x" * 300) / "history.jsonl"
+    assert main(["check", str(too_long)]) == 2
+    err = capsys.readouterr().err
+    assert "File name too long" in err and "internal error" not in err
