@@ -165,3 +165,18 @@ def test_an_ok_send_naming_ids_its_invoke_never_carried_is_refused(spark, tmp_pa
         load_history(spark, path, use_sidecar=False)
     assert str(in_spark.value) == str(python.value)
     assert convert_natively(path) is None  # the native converter leaves it to the exact way
+
+
+def test_a_configuration_that_claims_nothing_is_judged_not_refused(spark, tmp_path):
+    # only an explicit --claims naming nothing is refused; a test.json whose
+    # configuration claims nothing (acks=1) is judged against no claim
+    from checkers.job import check
+
+    b = Builder()
+    b.send(0, [1, 2])
+    b.receive(1, [1], f="drain")
+    b.write(tmp_path / "history.jsonl")
+    (tmp_path / "test.json").write_text('{"claims": []}')
+    doc = check(tmp_path)
+    assert doc["valid"] is True and doc["claims-source"] == "test.json"
+    assert doc["properties"]["at-least-once"]["valid"] is False  # judged, shown, unclaimed
