@@ -106,14 +106,19 @@ def test_an_id_every_replica_holds_is_unread_not_lost(spark, tmp_path):
     r = judge(spark, run)
     assert r.counts["unread"] == 2
     assert r.properties["broker-agrees"].valid is True
+    # n3's log not read: it may lack them, so nothing is unread
+    (tmp_path / "two").mkdir()
+    two = run_dir(tmp_path / "two", b, {"n1": ALL, "n2": ALL})
+    assert judge(spark, two).counts["unread"] == 0
     # delivery alone says lost=2; the brokers' word makes it unknown
     lost = CheckResult(properties={"at-least-once": Property(False, "lost=2")})
     lost.counts = {"lost": 2, "unread": 2, "lost-write": 0}
     assert reconcile(lost, {}).properties["at-least-once"].valid == UNKNOWN
-    # one lost id no replica holds: a loss stays a loss
-    lost.properties["at-least-once"] = Property(False, "lost=3")
-    lost.counts["lost"] = 3
-    assert reconcile(lost, {}).properties["at-least-once"].valid is False
+    # one lost id no replica holds whole: a loss stays a loss
+    for n_lost in (1, 3):
+        lost.properties["at-least-once"] = Property(False, f"lost={n_lost}")
+        lost.counts["lost"] = n_lost
+        assert reconcile(lost, {}).properties["at-least-once"].valid is False
 
 
 def test_a_share_run_leaves_loss_to_share_at_least_once():

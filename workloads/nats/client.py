@@ -470,8 +470,9 @@ class NatsQueueClient:
         lies below the stream's first sequence now: removed (MaxAge, a purge,
         a limit), it will never come."""
         info = await js.stream_info(self.opts.stream)
+        last = confirmed_last_seq(info)  # a leaderless member's first sequence is no bound either
         if not self._drain_last:
-            self._drain_last = confirmed_last_seq(info)
+            self._drain_last = last
         self._drain_at = max(self._drain_at, min(info.state.first_seq - 1, self._drain_last))
 
     def _drain(self, op: Op) -> Op:
