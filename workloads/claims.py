@@ -66,7 +66,10 @@ def claims_for(
         if applies(config):
             claims += [p for p in props if p not in claims]
             notes.append(f"{', '.join(props)}: {source}" if props else source)
-    if "at-least-once" in claims and config.get("cross_check") == "full":
+    # the brokers' durability is claimed wherever a delivery property is (a
+    # share group's loss is share-at-least-once's: at-least-once is not claimed there)
+    durable = {"at-least-once", "share-at-least-once"} & set(claims)
+    if durable and config.get("cross_check") == "full":
         claims.append(BROKER_AGREES)
         notes.append(f"{BROKER_AGREES}: {CROSS_CHECK_SOURCE}")
     sink = config.get("sink")

@@ -145,8 +145,10 @@ def test_share_claims_do_not_include_at_least_once():
     from tests.workloads.kafka.test_kafka_claims import config
     from workloads.kafka.system import KafkaSystem
 
-    claims, _ = KafkaSystem.claims_of({**config(), "consumer_mode": "share"})
+    share = {**config(), "consumer_mode": "share", "cross_check": "full"}
+    claims, _ = KafkaSystem.claims_of(share)
     assert "share-at-least-once" in claims and "at-least-once" not in claims
+    assert "broker-agrees" in claims  # the replicas' durability is still claimed
 
 
 def test_an_ok_send_naming_ids_its_invoke_never_carried_is_refused(spark, tmp_path):
