@@ -278,6 +278,8 @@ def test_the_gate_decides_an_upgrade_from_debian_s_server_to_a_built_release(
         "--rate", "300",
         "--nemesis", "kill", "--fault-targets", "primaries", "--nemesis-interval", "10",
         "--seed", "7",
+        # one run a side, compared as `compare` does (gate --runs N: test_gate_rates.py)
+        "--runs", "1",
         "--state", str(cluster.state.parent), "--store", str(store), "--driver-memory", "1g",
         *[f"--{k}={v}" for k, v in CLUSTER.items()],
     ]  # fmt: skip
