@@ -82,6 +82,8 @@ PROPERTY_RULES = {
 # checker has nothing to judge (no offsets, no ok txn): the offset checker
 # owns that property and says whether anything proves it held.
 EVIDENCE_RULES = {"read-committed": ("aborted-read",)}
+# every property this checker has a say in, with its counts
+RULES = {**PROPERTY_RULES, **EVIDENCE_RULES}
 
 
 SEND_ROLES = (ATTEMPT, OPEN_ATTEMPT, ACK, FAIL, INFO)
@@ -209,13 +211,13 @@ def _example(row: dict[str, Any], cols: tuple[str, ...], what: str) -> dict[str,
 def decide(
     counts: dict[str, int], has_effects: bool, final_read_complete: bool
 ) -> dict[str, Property]:
-    """The three properties from the counts, as the spec defines them.
+    """The three delivery properties (and read-committed's evidence) from the counts.
 
     A loss is only proven by a complete final read (every drain ok): without
     one, at-least-once with lost > 0 is "unknown", not a false alarm.
     """
     props: dict[str, Property] = {}
-    for name, rule in {**PROPERTY_RULES, **EVIDENCE_RULES}.items():
+    for name, rule in RULES.items():
         broken = [f"{k}={counts[k]}" for k in rule if counts[k] > 0]
         if name == "exactly-once-effect" and not has_effects:
             props[name] = Property(UNKNOWN, "no effects ops: the sink was never read")
@@ -266,7 +268,7 @@ def counts_and_examples(
 class DeliveryChecker:
     name = "delivery"
     properties = tuple(PROPERTY_RULES)
-    rules = {**PROPERTY_RULES, **EVIDENCE_RULES}
+    rules = RULES
     anomalies = {name: what for name, (_, what) in ANOMALIES.items()}
     hollow: dict[str, HollowRule] = {
         "at-least-once": (fault_seen, no_fault("could make a message go missing")),
