@@ -50,6 +50,7 @@ APT_INSTALL = missing=$$(for p in $(APT_PACKAGES); do \
 setup: $(APT_STAMP) $(PIP_STAMP)
 	$(call step,Spark's class archive (a faster JVM start),spark-class-archive,$(BIN)/python -m checkers.class_archive)
 	$(call step,the native history converter (go build),qc-convert,$(BIN)/python -m checkers.native)
+	$(call step,the packet delayer of the slow-network faults (go build),qc-delay,$(BIN)/python -m nemesis.delayer)
 
 $(APT_STAMP):
 	$(call step,Debian packages,apt,$(APT_INSTALL))

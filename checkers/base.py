@@ -154,3 +154,9 @@ def results_document(result: CheckResult, claims: list[str]) -> dict[str, Any]:
     if result.errors:
         doc["errors"] = result.errors
     return doc
+
+
+def verdict_exit(valid: Any) -> int:
+    """A verdict's exit code: 0 every claimed property held, 1 one was
+    violated, 2 not decided."""
+    return {True: 0, False: 1}.get(valid, 2)

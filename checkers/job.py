@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkers.base import results_document, run_checkers
+from checkers.base import results_document, run_checkers, verdict_exit
 from checkers.exercise import mark_exercised
 from checkers.load import load_history
 from checkers.reconcile import reconcile
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else RunDir.find(args.path).results
     write_results(doc, out)
     print(json.dumps({"valid": doc["valid"], "results": str(out)}))
-    return {True: 0, False: 1}.get(doc["valid"], 2)
+    return verdict_exit(doc["valid"])
 
 
 if __name__ == "__main__":

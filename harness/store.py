@@ -56,22 +56,25 @@ def new_run_dir(test_name: str, root: Path = DEFAULT_ROOT) -> RunDir:
     why = name_problem(test_name)
     if why:
         raise OptionError(why)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    base = ensure_store(root) / test_name
     try:
-        base.mkdir(parents=True, exist_ok=True)
-        run = base / stamp
-        n = 1
-        while True:
-            try:
-                run.mkdir()
-                break
-            except FileExistsError:  # two runs in one second
-                n += 1
-                run = base / f"{stamp}-{n}"
+        return RunDir.at(fresh_dir(ensure_store(root) / test_name))
     except OSError as e:
         raise OptionError(f"--store {root}: cannot make a run directory there ({e})") from None
-    return RunDir.at(run)
+
+
+def fresh_dir(base: Path) -> Path:
+    """A new directory `base/<time>` (`<time>-2` ... when two are made in
+    one second), its parents created."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    base.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        out = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            n += 1
 
 
 def point_latest(run: RunDir) -> None:

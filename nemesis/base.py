@@ -38,6 +38,22 @@ class Settings:
     def of(self, cls: type[T]) -> T:
         return settings_of(cls, self._source)
 
+    def with_values(self, values: dict[str, Any]) -> Settings:
+        """These settings with some fields given other values (a plan step's own)."""
+        return Settings(_Overlay(self._source, values)) if values else self
+
+
+class _Overlay:
+    """An options object with some fields replaced; every other read goes through."""
+
+    def __init__(self, source: Any, values: dict[str, Any]):
+        self._source = source
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__["_values"]
+        return values[name] if name in values else getattr(self.__dict__["_source"], name)
+
 
 class ClientCrashes(Protocol):
     """What crash-client strikes through (the interpreter implements it)."""
@@ -49,6 +65,18 @@ class ClientCrashes(Protocol):
     def crash_pending(self, index: int) -> bool:
         """Whether the slot was asked to crash and has not yet."""
         ...
+
+
+class Recorder(Protocol):
+    """What else writes nemesis ops through the scheduler (a rolling
+    upgrade's steps, an operator's restart): one action at a time under
+    its lock, each recorded as a pair of info ops."""
+
+    lock: Any  # a threading.Lock
+    active_names: set[str]  # the kinds of fault now in effect
+    faults_begun: int  # faults ever put in effect
+
+    def record(self, f: str, action: Any) -> Any: ...
 
 
 @dataclass

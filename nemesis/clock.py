@@ -1,6 +1,7 @@
 """Clock faults (Jepsen's nemesis/time.clj: bump, strobe; and skew): the
 targets' brokers read a wall clock set apart from the host's, while they
-run, through libfaketime (workloads/clock.py; --faketime starts them so).
+run, through libfaketime (workloads/components/faketime.py; --faketime
+assembles it).
 The host's clock, which the namespace nodes share, is never touched.
 
 - bump: a jump of up to --clock-max seconds, ahead or behind, held until
@@ -31,7 +32,7 @@ from typing import Any
 
 from harness.nodes.remote import Remote, RemoteError
 from harness.options import POSITIVE, option
-from workloads.capabilities import Clocks
+from workloads.capabilities import Clocks, provider
 
 from .base import FaultContext, Settings, require
 from .iptables import on_all
@@ -121,6 +122,7 @@ class ClockNemesis(_OneNodeFault):
         allowed: list[str] | None = None,
     ):
         super().__init__(db, allowed)
+        self.clocks: Clocks = provider(db, Clocks)  # the faketime component
         self.faults = list(faults or DRAWN_BY_DEFAULT)
         self.clock_max = clock_max
         self.strobes: list[_Strobe] = []
@@ -159,10 +161,10 @@ class ClockNemesis(_OneNodeFault):
 
     def _strike(self, node: Remote, plan: dict[str, Any]) -> dict[str, Any]:
         if plan["fault"] == "strobe":
-            self.db.set_clock(node, plan["delta"])
-            self.strobes.append(_Strobe(self.db, node, plan["delta"]))
+            self.clocks.set_clock(node, plan["delta"])
+            self.strobes.append(_Strobe(self.clocks, node, plan["delta"]))
         else:
-            self.db.set_clock(node, plan["offset"])
+            self.clocks.set_clock(node, plan["offset"])
         return plan
 
     def _stop_strobes(self) -> None:
@@ -171,7 +173,7 @@ class ClockNemesis(_OneNodeFault):
         self.strobes = []
 
     def _undo(self, node: Remote) -> None:
-        self.db.set_clock(node, 0.0)
+        self.clocks.set_clock(node, 0.0)
 
     def stop(self) -> Any:
         self._stop_strobes()  # before the clocks are set back: no flip after

@@ -14,7 +14,7 @@ import logging
 from typing import Any, ClassVar
 
 from harness.nodes.remote import Remote, RemoteError, on_all
-from workloads.capabilities import DiskFaults
+from workloads.capabilities import DiskFaults, provider
 from workloads.db import DB, DBError
 
 from .base import FaultContext, Settings, require
@@ -52,7 +52,7 @@ class _DiskFault(_OneNodeFault):
 
     def __init__(self, db: DB, allowed: list[str] | None = None, amount: float = 0):
         super().__init__(db, allowed)
-        self.disks: DiskFaults = db  # type: ignore[assignment]
+        self.disks: DiskFaults = provider(db, DiskFaults)  # the lazyfs component
         self.amount = amount
 
     def fault(self) -> str:

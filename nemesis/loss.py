@@ -29,6 +29,7 @@ class LossNemesis:
     summary = "a share of the targets' packets dropped (--loss-probability)"
     colour = "#ffe082"
     instant = False
+    aimed_by_plan = True  # a plan step may name its nodes (Aim.aim_next)
     options = (TargetOptions, LossOptions)
 
     @classmethod

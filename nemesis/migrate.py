@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .schedule import Schedule
+if TYPE_CHECKING:
+    from .base import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +29,12 @@ class MigrationPlan(Protocol):
 
 
 class RollingMigration:
+    kind = "migration"  # what a plan's rollout step names
+
     def __init__(
         self,
         plan: MigrationPlan,
-        schedule: Schedule,
+        schedule: Recorder,
         start_after: float,
         every: float,
         step_timeout: float,
@@ -44,10 +47,6 @@ class RollingMigration:
         self.steps = plan.steps()
         self.stop_event = threading.Event()
         self.done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="migrate", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
 
     def progress(self) -> str:
         return self.plan.progress()
@@ -59,13 +58,11 @@ class RollingMigration:
     def stop(self) -> None:
         """No further step (an interrupted run)."""
         self.stop_event.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self.step_timeout + 5)
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Every step, `every` apart (the plan's `rollout` step runs it,
+        `start_after` into the main phase)."""
         try:
-            if self.stop_event.wait(self.start_after):
-                return
             record = self.schedule.record
             for k in range(self.steps):
                 record("start-migrate", lambda k=k: self.plan.step(k))

@@ -70,13 +70,23 @@ class PartitionNemesis:
         self.data_port = db.replication_port() if supports(db, ReplicationPort) else None
         self.chain = Chain(PARTITION_CHAIN)
         self._active = False
+        # a plan step's exact cut for the next start alone (a replay's): shape, grudge
+        self.next_cut: tuple[str, dict[str, list[str]]] | None = None
+
+    def cut_next(self, shape: str, grudge: dict[str, list[str]]) -> None:
+        self.next_cut = (shape, grudge)
 
     def setup(self) -> None:
         on_all(self.nodes, self.chain.ensure)
 
     def start(self, rng: random.Random) -> Any:
         by_name = {n.name: n for n in self.nodes}
-        shape, grudge, note = self._grudge(sorted(by_name), rng)
+        if self.next_cut is not None:
+            (shape, exact), self.next_cut = self.next_cut, None
+            grudge = {n: set(exact.get(n, ())) & set(by_name) for n in by_name}
+            note: dict[str, Any] = {"exact": True}
+        else:
+            shape, grudge, note = self._grudge(sorted(by_name), rng)
 
         # data only: either end of a connection to the data port, whoever opened it
         ports = [f"-p tcp --{end} {self.data_port} " for end in ("dport", "sport")]

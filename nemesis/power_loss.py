@@ -7,7 +7,7 @@ writes; with log.flush.interval.messages=1 it should not."""
 from __future__ import annotations
 
 from harness.nodes.remote import Remote
-from workloads.capabilities import PowerLoss
+from workloads.capabilities import PowerLoss, provider
 
 from .base import FaultContext, Settings, require
 from .process import _OneNodeFault
@@ -35,7 +35,7 @@ class PowerLossNemesis(_OneNodeFault):
 
     def __init__(self, db: PowerLoss, allowed: list[str] | None = None):
         super().__init__(db, allowed)  # type: ignore[arg-type]
-        self.power: PowerLoss = db
+        self.power: PowerLoss = provider(db, PowerLoss)  # the lazyfs component
 
     def _inject(self, node: Remote) -> bool:
         return self.power.power_off(node)

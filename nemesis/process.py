@@ -22,6 +22,7 @@ class _OneNodeFault:
     """A fault on the broker processes of the nodes --fault-targets names."""
 
     instant = False
+    aimed_by_plan = True  # a plan step may name its nodes (Aim.aim_next)
     options: tuple[type, ...] = (TargetOptions,)
 
     @classmethod

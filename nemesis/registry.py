@@ -24,6 +24,7 @@ from .power_loss import PowerLossNemesis
 from .process import KillNemesis, PauseNemesis
 from .profiles import PROFILES
 from .profiles import help_text as profiles_help
+from .slow_network import DelayNemesis, DuplicateNemesis, RateNemesis, ReorderNemesis
 from .upgrade import COLOURS as UPGRADE_COLOURS
 
 FAULTS: dict[str, type[Nemesis]] = {
@@ -41,6 +42,10 @@ FAULTS: dict[str, type[Nemesis]] = {
         MembershipNemesis,
         DiskFullNemesis,
         FsyncStallNemesis,
+        DelayNemesis,
+        ReorderNemesis,
+        DuplicateNemesis,
+        RateNemesis,
     )
 }
 
@@ -72,6 +77,12 @@ class NemesisOptions:
         None,
         f"a named fault mix; options given explicitly win ({profiles_help()})",
         choices=PROFILES,
+    )
+    nemesis_plan: str | None = option(
+        None,
+        "a plan file (TOML): the run's faults as steps, instead of --nemesis, its rhythm and "
+        "--nemesis-profile (`queuecheck plan show` prints the plan flags or a file make)",
+        metavar="FILE",
     )
 
 

@@ -144,10 +144,41 @@ class Aim:
     def __init__(self, allowed: list[str] | None = None):
         self.allowed = list(allowed or ["one"])
         self.last_chosen: list[str] = []
+        # a plan step's aim for the next strike alone (nemesis/plan/steps/fault.py):
+        # exactly these nodes, or a target among these nodes only
+        self.exactly: list[str] | None = None
+        self.within: set[str] | None = None
+        self.target: str | None = None
+
+    def aim_next(
+        self,
+        exactly: list[str] | None = None,
+        within: set[str] | None = None,
+        target: str | None = None,
+    ) -> None:
+        """The next strike alone: exactly these nodes, or `target` (default:
+        one of the allowed) among `within` only."""
+        self.exactly, self.within, self.target = exactly, within, target
 
     def pick(
         self, nodes: list[Remote], rng: random.Random, db: Any = None
     ) -> tuple[list[Remote], dict[str, Any]]:
-        chosen, note = pick_any(self.allowed, nodes, rng, db, self.last_chosen)
+        exactly, within, self.exactly, self.within = self.exactly, self.within, None, None
+        target, self.target = self.target, None
+        if target is not None:
+            chosen, note = pick(target, nodes, rng, db, self.last_chosen)
+        elif exactly is not None:
+            chosen = [node for node in nodes if node.name in set(exactly)]
+            note: dict[str, Any] = {"target": "named", "nodes": sorted(n.name for n in chosen)}
+        elif within is not None:
+            pool = [node for node in nodes if node.name in within]
+            chosen, note = (
+                pick_any(self.allowed, pool, rng, db, self.last_chosen) if pool else ([], {})
+            )
+            note = {**note, "among": sorted(within)}
+            if not pool:
+                note.update(target=self.allowed[0], nodes=[], why="no node left to strike")
+        else:
+            chosen, note = pick_any(self.allowed, nodes, rng, db, self.last_chosen)
         self.last_chosen = [node.name for node in chosen]
         return chosen, note

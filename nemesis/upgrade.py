@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from workloads.capabilities import RollingUpgrade as Upgradable
 
-from .schedule import Schedule, await_serving
+from .serving import await_serving
 
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
+
+    from .base import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,9 @@ STEP_WAIT_TIMEOUTS = 3
 
 
 class RollingUpgrade:
-    def __init__(self, db: Upgradable, schedule: Schedule, start_after: float, sync_timeout: float):
+    kind = "upgrade"  # what a plan's rollout step names
+
+    def __init__(self, db: Upgradable, schedule: Recorder, start_after: float, sync_timeout: float):
         """`db`: a broker's lifecycle (workloads/db.py: its `nodes`) that can roll."""
         self.db = db
         self.nodes: list[Remote] = db.nodes  # type: ignore[attr-defined]
@@ -44,10 +48,6 @@ class RollingUpgrade:
         self.sync_timeout = sync_timeout
         self.stop_event = threading.Event()
         self.done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="upgrade", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
 
     def progress(self) -> str:
         """For the progress line: which version each node runs."""
@@ -63,8 +63,6 @@ class RollingUpgrade:
         """No further step (an interrupted run): a wait for sync ends at once,
         a node step under way (stop, switch, start) finishes first."""
         self.stop_event.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=120)
 
     def _await_cluster(self) -> None:
         """Until every node serves, in short waits so a stop ends it at once;
@@ -144,10 +142,10 @@ class RollingUpgrade:
                 if time.monotonic() > deadline or self.stop_event.wait(1.0):
                     raise
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Every step, in turn (the plan's `rollout` step runs it, `start_after`
+        into the main phase)."""
         try:
-            if self.stop_event.wait(self.start_after):
-                return
             record = self.schedule.record
             for node in self.nodes:
                 # as an operator would: the next node goes down only once every

@@ -32,6 +32,19 @@ def _detail(doc: dict[str, Any], name: str, rules: dict[str, tuple[str, ...]]) -
 
 
 def junit_xml(doc: dict[str, Any], test_name: str) -> str:
+    return document([junit_suite(doc, test_name)])
+
+
+def document(suites: list[ET.Element]) -> str:
+    """A junit.xml of test suites (a run's one, or a suite file's every run)."""
+    root = ET.Element("testsuites")
+    root.extend(suites)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_suite(doc: dict[str, Any], test_name: str) -> ET.Element:
+    """A run's test suite: one case per property."""
     rules = property_rules()
     suite = ET.Element("testsuite", name=f"queuecheck.{test_name}")
     failures = errors = skipped = 0
@@ -61,10 +74,7 @@ def junit_xml(doc: dict[str, Any], test_name: str) -> str:
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     suite.set("skipped", str(skipped))
-    root = ET.Element("testsuites")
-    root.append(suite)
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    return suite
 
 
 def write_junit(run: RunDir, doc: dict[str, Any], test_name: str) -> Path:

@@ -3,22 +3,30 @@ named optional protocols, as Jepsen's `Kill`, `Pause`, `Primary` ... A DB
 class lists among its bases the ones it implements, so which faults a
 broker takes reads off its class (`Kafka(PidfileProcess, Leaders,
 Controller, ...)`), after its concrete bases: a protocol earlier in the
-MRO would end a `super().__init__()` chain there. A fault that needs one
-asks `supports(db_class, X)`
-when the run's options are checked, before any node is reached, and
-refuses a broker that lacks it by name (exit 2); at run time it uses the
-instance through the protocol's methods, never by probing names.
+MRO would end a `super().__init__()` chain there. A component a run
+assembles onto the lifecycle (workloads/components/: lazyfs, a faked clock)
+lists those it gives among its own bases, so a DB has a capability when its
+class or one of its components implements it. A fault that needs one asks
+`supports(db_class, X)` (the run's assembly, System.db_class) when the
+run's options are checked, before any node is reached, and refuses a broker
+that lacks it by name (exit 2); at run time it calls the one that
+implements it, `provider(db, X)`, through the protocol's methods, never by
+probing names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from .components.assembly import Assembly
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from harness.nodes.remote import Remote
+
+C = TypeVar("C")
 
 
 @runtime_checkable
@@ -99,8 +107,9 @@ class DiskFaults(Protocol):
 
 @runtime_checkable
 class Clocks(Protocol):
-    """Brokers that read a wall clock of their own (workloads/clock.py,
-    --faketime), set apart from the host's while they run."""
+    """Brokers that read a wall clock of their own (--faketime:
+    workloads/components/faketime.py), set apart from the host's while they
+    run."""
 
     def set_clock(self, node: Remote, offset: float) -> None:
         """The node's broker's wall clock `offset` seconds from the host's."""
@@ -249,6 +258,29 @@ class PeersSeenDown(Protocol):
         ...
 
 
-def supports(db: type | object, capability: type) -> bool:
-    """Whether a DB class (or instance) implements `capability`."""
-    return issubclass(db if isinstance(db, type) else type(db), capability)
+def parts(db: Any) -> list[type]:
+    """The classes that make a DB: its lifecycle class, then those of the
+    components assembled on it. `db`: a lifecycle class, an Assembly of one
+    (before any node), or a DB itself."""
+    if isinstance(db, Assembly):
+        return [db.lifecycle, *db.components]
+    own = db if isinstance(db, type) else type(db)
+    return [own, *(type(c) for c in getattr(db, "components", ()))]
+
+
+def supports(db: Any, capability: type) -> bool:
+    """Whether a DB (its class, its assembly, or itself) has `capability`:
+    its lifecycle class or a component assembled on it implements it."""
+    return any(issubclass(part, capability) for part in parts(db))
+
+
+def provider(db: Any, capability: type[C]) -> C:
+    """What implements `capability` for the DB `db`: the DB itself, or else
+    the component assembled on it that gives it; TypeError when none does
+    (a fault's refusal should have said so before the run)."""
+    if issubclass(type(db), capability):
+        return db
+    for component in getattr(db, "components", ()):
+        if isinstance(component, capability):
+            return component
+    raise TypeError(f"{getattr(db, 'name', db)} has no {capability.__name__}")

@@ -89,11 +89,6 @@ class PidfileProcess:
         """A string only our broker's command line holds (its config path)."""
         raise NotImplementedError
 
-    def launch_env(self, node: Remote) -> dict[str, str]:
-        """What the broker's start command adds to its environment (a faked
-        clock: workloads/clock.py); nothing by default."""
-        return {}
-
     def read_pidfile(self, node: Remote) -> str:
         """Shell that sets $p to the pid the node's pidfile names (empty if none)."""
         return f"p=$(head -c 32 {shlex.quote(self.pidfile(node))} 2>/dev/null | tr -dc 0-9)"

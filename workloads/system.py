@@ -8,8 +8,9 @@ harness.options fields: flags, defaults and validation come from there), its
 claims rows, its own sinks (beyond the table sinks), and its presets (the
 demo, matrix and findings rows: its presets.py). `settings` builds its
 typed options once, before any node is reached (refusing what cannot run,
-by name), and `db_class` says which lifecycle class, so which capabilities
-(workloads/capabilities.py), a run with them gets. An instance, made for
+by name), and `db_class` says which lifecycle class, with which components
+assembled onto it (workloads/components/: --lazyfs, --faketime), so which
+capabilities (workloads/capabilities.py), a run with them gets. An instance, made for
 one run from those settings, owns the broker lifecycle (`db`), makes
 clients, prepares the queue once the cluster serves, and says what
 test.json records of it.
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from harness.history import HistoryWriter
     from harness.nodes.existing import Existing
     from harness.nodes.remote import Remote
+
+    from .components.assembly import Assembly
 
 
 @dataclass
@@ -110,9 +113,10 @@ class System:
         return tuple(c(**mine) for c, mine in zip(cls.option_classes, split, strict=True))
 
     @classmethod
-    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
-        """The lifecycle class a run with these settings gets: what it can do
-        (its capabilities) decides which faults it takes."""
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> Assembly:
+        """The lifecycle class a run with these settings gets, and the
+        components assembled onto it: what they can do (their capabilities)
+        decides which faults it takes."""
         raise NotImplementedError
 
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from checkers.base import verdict_exit
 from checkers.options import SparkOptions
 from harness.history import HistoryError
 from harness.nodes import NodeOptions
@@ -22,7 +23,6 @@ from harness.store import StoreOptions
 from nemesis.registry import FaultOptions
 from workloads.registry import SYSTEMS
 
-EXIT = {True: 0, False: 1, "unknown": 2}
 err = Console(stderr=True)
 
 
@@ -65,7 +65,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     write_results(doc, out)
     print_verdict(doc, stats=run.read_stats())  # a run's stats, beside its history
     _out().print(f"results: {escape(str(out))}")  # a path: text, not markup
-    return EXIT[doc["valid"]]
+    return verdict_exit(doc["valid"])
 
 
 def _writable(out: Path, what: str, history: Path | None = None) -> None:
@@ -204,7 +204,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     opts = FindingsOptions(**given(args, FindingsOptions))
     if opts.list_rows:
         for f in FINDINGS:
-            _out().print(list_line(f))
+            _out().print(escape(list_line(f, opts)))
         return 0
     return exit_code(run_findings(opts, findings_named(opts.rows), _out()))
 
@@ -267,21 +267,91 @@ def cmd_test(args: argparse.Namespace) -> int:
         return 0
     print_verdict(doc, out, stats=RunDir.at(run).read_stats())
     out.print(escape(f"run: {run}"))
-    return EXIT[doc["valid"]]
+    return verdict_exit(doc["valid"])
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
-    """A run's options from `test`'s flags (and `gate`'s, which are the same)."""
+    """A run's options from `test`'s flags (and `gate`'s, which are the
+    same), over a test file's (--spec) where one is given."""
     from checkers.job import UsageError
+    from harness.run.spec import load_spec, spec_options
 
     run_opts = given(args, RunOptions)
-    system = SYSTEMS[run_opts.get("system", _default(RunOptions, "system"))]
+    spec = load_spec(run_opts.pop("spec")) if run_opts.get("spec") else None
+    default_system = spec.values.get("system") if spec else None
+    system = SYSTEMS[run_opts.get("system", default_system or _default(RunOptions, "system"))]
     # Each system gets its own options only; another system's flag is an error.
     for other in SYSTEMS.values():
         for flag in sorted(other.flags() - system.flags()):
             if hasattr(args, flag.lstrip("-").replace("-", "_")):
                 raise UsageError(f"{flag}: an option of --system {other.name}, not {system.name}")
+    if spec is not None:
+        return spec_options(spec, run_opts, system.options_given(args))
     return RunOptions(**run_opts, system_options=system.options_given(args))
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    """Several tests of a suite file in order, one summary: 1 when any
+    violated a claimed property, else 2 when any could not decide, else 0."""
+    from checkers.job import UsageError
+    from harness.commands.suite import check_suite, load_suite, run_suite
+
+    suite = load_suite(args.file)
+    flags = given(args, RunOptions)
+    if "spec" in flags or "name" in flags:
+        flag = "--spec" if "spec" in flags else "--name"
+        raise UsageError(f"{flag}: a suite's tests name their own (in {args.file})")
+
+    def system_of(test) -> str:
+        return (
+            flags.get("system") or test.spec.values.get("system") or _default(RunOptions, "system")
+        )
+
+    systems = {system_of(t) for t in suite.tests}
+    for other in SYSTEMS.values():
+        for flag in sorted(other.flags()):
+            if hasattr(args, flag.lstrip("-").replace("-", "_")) and not any(
+                flag in SYSTEMS[name].flags() for name in systems
+            ):
+                raise UsageError(f"{flag}: no test of {args.file} runs --system {other.name}")
+    system_flags = {t.name: SYSTEMS[system_of(t)].options_given(args) for t in suite.tests}
+    check_suite(suite, flags, system_flags)
+    store = Path(suite.tests[0].options.store)
+    return run_suite(suite, store, _out())
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """A stored run again, its faults where and when they struck, --runs times."""
+    from harness.commands.replay import ReplayOptions, replay
+
+    options = ReplayOptions(**given(args, ReplayOptions))
+    overrides = {k: v for k, v in given(args, RunOptions).items() if k in REPLAY_OVERRIDES}
+    return replay(args.run, options, overrides, _out())
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """`plan show`: the plan a file or the flags make, checked against the
+    run's broker as a run would, printed as TOML, nothing run; `plan steps`:
+    the vocabulary, from the step registry."""
+    if args.plan_command == "steps":
+        from nemesis.plan.registry import STEPS
+
+        for key, step in STEPS.items():
+            out = _out()
+            out.print(escape(f"{key}: {step.summary}"))
+            for name, what in step.takes.items():
+                out.print(escape(f"    {name}: {what}"))
+        return 0
+    if args.file:
+        if getattr(args, "nemesis_plan", None):
+            raise ValueError("plan show: give the plan file once (FILE or --nemesis-plan)")
+        args.nemesis_plan = args.file
+    opts = _run_options(args)
+    plan = opts.fault_plan
+    where = f"{plan.source}" if plan.source != "flags" else "the flags"
+    print(f"# the plan of {where}, checked for --system {opts.system}")
+    print(plan.toml(), end="")
+    return 0
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -313,11 +383,30 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         system.add_arguments(p)
 
 
+# what a replay may change of the run it replays: where it runs and is kept
+REPLAY_OVERRIDES = {
+    "store",
+    "cluster_file",
+    "subnet",
+    "bridge",
+    "prefix",
+    "state",
+    "driver",
+    "docker_host",
+    "docker_image",
+    "spark_master",
+    "driver_memory",
+    "spark_conf",
+    "seed",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.commands.demo import DemoOptions
     from harness.commands.findings import FindingsOptions
     from harness.commands.gate import GateOptions
     from harness.commands.matrix import MatrixOptions
+    from harness.commands.replay import ReplayOptions
 
     ap = argparse.ArgumentParser(
         prog="queuecheck", description="Delivery checker for real message queues."
@@ -376,6 +465,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["up", "down", "status"])
     add_arguments(p, NodeOptions, skip=("cluster_file",))
     p.set_defaults(func=cmd_cluster)
+
+    p = sub.add_parser(
+        "suite", help="several tests of a suite file in order, one summary (a nightly job)"
+    )
+    p.add_argument("file", help="a suite file (TOML): [[test]] tables (harness/run/spec.py)")
+    _add_run_arguments(p)
+    p.set_defaults(func=cmd_suite)
+
+    p = sub.add_parser(
+        "replay",
+        help="a stored run again, its faults at the same moments on the same targets",
+    )
+    p.add_argument("run", help="a run directory (or its history)")
+    add_arguments(p, ReplayOptions)
+    add_arguments(p, RunOptions, skip={f.name for f in fields(RunOptions)} - REPLAY_OVERRIDES)
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("plan", help="fault plans: show the plan a file or flags make; steps")
+    plans = p.add_subparsers(dest="plan_command", required=True)
+    q = plans.add_parser(
+        "show", help="the plan a file or the run's flags make, checked, as TOML (nothing runs)"
+    )
+    q.add_argument("file", nargs="?", help="a plan file (TOML); default: the flags' plan")
+    _add_run_arguments(q)
+    plans.add_parser("steps", help="every plan step and combinator, with the keys it takes")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("test", help="run a test against a real cluster and judge it")
     _add_run_arguments(p)

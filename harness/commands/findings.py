@@ -59,8 +59,8 @@ from workloads.registry import SYSTEMS
 
 from ..history import open_history
 from ..nodes import NodeOptions
-from ..options import AT_LEAST_ONE, POSITIVE, default_of, option, same_option
-from ..run.options import RunOptions, run_fields
+from ..options import AT_LEAST_ONE, POSITIVE, OptionError, default_of, option, same_option
+from ..run.options import RunError, RunOptions, run_fields
 from ..run.runner import Interrupted, Run
 from ..rundir import RunDir, write_json
 from ..store import StoreOptions
@@ -356,6 +356,13 @@ def judge_run(finding: Finding, run: Path, res: dict[str, Any] | None) -> dict[s
     return one
 
 
+def row_options(opts: FindingsOptions, finding: Finding, k: int = 0) -> RunOptions:
+    """The options of a row's k-th run (its seed: --seed + k)."""
+    seed = None if opts.seed is None else opts.seed + k
+    fields = {**opts.base(), "time_limit": opts.time_limit, "seed": seed, **finding.preset.options}
+    return RunOptions(**fields, name=f"findings-{finding.preset.name}")
+
+
 def run_findings(opts: FindingsOptions, rows: list[Finding], console: Console) -> dict[str, Any]:
     started = time.strftime("%Y%m%dT%H%M%S")
     out_dir = Path(opts.store) / "findings" / started
@@ -367,11 +374,9 @@ def run_findings(opts: FindingsOptions, rows: list[Finding], console: Console) -
         doc["rows"].append(entry)
         for k in range(opts.runs):
             console.rule(f"{p.name} ({k + 1}/{opts.runs}): {p.what}")
-            seed = None if opts.seed is None else opts.seed + k
-            fields = {**opts.base(), "time_limit": opts.time_limit, "seed": seed, **p.options}
             one: dict[str, Any] = {}
             try:
-                run, res = Run(RunOptions(**fields, name=f"findings-{p.name}"), console).execute()
+                run, res = Run(row_options(opts, finding, k), console).execute()
                 one = judge_run(finding, Path(run), res)
             except Interrupted as e:
                 one = {"run": str(e), "error": "interrupted"}
@@ -455,13 +460,22 @@ def expected_text(entry: dict[str, Any]) -> str:
     return text
 
 
-def list_line(finding: Finding) -> str:
-    """A row for `findings --list`: its name, kind, setup and what it teaches."""
+def list_line(finding: Finding, opts: FindingsOptions | None = None) -> str:
+    """A row for `findings --list`: its name, kind, setup and what it
+    teaches, and (given the command's options) the plan of its faults."""
     p = finding.preset
     text = f"{p.name} ({finding.kind}): {p.what}\n  {finding.teaches}"
     if finding.known_finding is not None:
         known = finding.known_finding
         text += f"\n  measured: {known.rate_text}; write-up: {known.write_up}"
+    if opts is not None:
+        try:
+            plan = row_options(opts, finding).fault_plan
+            where = "" if plan.source == "flags" else f" ({plan.source})"
+            shown = "\n".join(f"    {line}" for line in plan.toml().splitlines() if line)
+            text += f"\n  plan{where}:\n{shown}"
+        except (RunError, OptionError) as e:
+            text += f"\n  plan: not made here ({e})"
     return text
 
 

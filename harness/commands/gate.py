@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -47,6 +46,7 @@ from ..options import AT_LEAST_ONE, OptionError, check_values, option
 from ..run.options import RunError, RunOptions
 from ..run.runner import Interrupted, Run
 from ..rundir import write_json
+from ..store import fresh_dir
 
 GATE_FILE = "gate.json"
 
@@ -282,15 +282,7 @@ def run_gate_rates(
 def write_gate(result: GateRates, store: Path) -> Path:
     """gate.json into `<store>/gate/<time>/` (created; `<time>-2` ... when
     two gates end in one second)."""
-    base, stamp = store / "gate", time.strftime("%Y%m%dT%H%M%S")
-    n = 1
-    while True:
-        out = base / (stamp if n == 1 else f"{stamp}-{n}")
-        try:
-            out.mkdir(parents=True)
-            break
-        except FileExistsError:
-            n += 1
+    out = fresh_dir(store / "gate")
     result.files["json"] = write_json(out / GATE_FILE, result.to_dict())
     return result.files["json"]
 

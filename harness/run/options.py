@@ -17,13 +17,23 @@ from typing import Any
 
 from checkers.options import SparkOptions
 from nemesis.base import Settings
+from nemesis.plan.compile import from_options
+from nemesis.plan.plan import Plan, load
 from nemesis.profiles import aim_profile, apply_profile
-from nemesis.registry import FAULTS, FaultOptions
+from nemesis.registry import FaultOptions, NemesisOptions
 from workloads.registry import SYSTEMS
 from workloads.sinks import DATABASES
 
 from ..nodes import NodeOptions
-from ..options import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, OptionError, option
+from ..options import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    OptionError,
+    default_of,
+    flag_of,
+    option,
+)
 from ..store import StoreOptions, ensure_store, name_problem
 
 ALL_SINKS = tuple(dict.fromkeys(s for cls in SYSTEMS.values() for s in cls.sinks()))
@@ -86,6 +96,18 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
     system_options: dict[str, Any] = field(default_factory=dict)
     # judging
     check: bool = option(True, "judge the history once recorded (--no-check: record only)")
+    replays: str | None = option(
+        None,
+        "the run directory this run replays, its faults at the same moments on the same "
+        "targets (set by queuecheck replay)",
+        metavar="RUN_DIR",
+    )
+    spec: str | None = option(
+        None,
+        "a test file (TOML): the whole test, this command's flags as its keys (without "
+        "dashes) and its [[plan]]; flags given beside it win (harness/run/spec.py)",
+        metavar="FILE",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -133,8 +155,31 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
         db_class = system.db_class(self.system_settings, existing is not None)
         if self.nemesis_profile:
             aim_profile(self, self.nemesis_profile, db_class, profiled)
-        for name in self.nemesis:
-            FAULTS[name].refuse(db_class, Settings(self))
+        self.fault_plan = self._fault_plan()
+        self.fault_plan.check(db_class, Settings(self), self.node_names())
+
+    def _fault_plan(self) -> Plan:
+        """The plan of the run's faults: the file's, or the one the flags make.
+        A file says which faults: flags saying it too are refused by name;
+        `nemesis` then lists the file's kinds (test.json, findings)."""
+        if not self.nemesis_plan:
+            return from_options(self)
+        for f in fields(NemesisOptions):
+            if f.name != "nemesis_plan" and getattr(self, f.name) != default_of(f):
+                raise OptionError(
+                    f"{flag_of(f)}: the plan {self.nemesis_plan} says which faults run, and when"
+                )
+        plan = load(self.nemesis_plan, beside_a_test=self.nemesis_plan == self.spec)
+        self.nemesis = list(dict.fromkeys(step.kind for step in plan.faults()))
+        return plan
+
+    def node_names(self) -> list[str] | None:
+        """The nodes' names, where known before any node is reached."""
+        if self.cluster_file:
+            from ..nodes.clusterfile import load_cluster_file
+
+            return [spec.name for spec in load_cluster_file(self.cluster_file)]
+        return [f"n{k}" for k in range(1, self.node_count() + 1)]
 
     @property
     def consumers(self) -> int:

@@ -22,7 +22,7 @@ from workloads.db import DBError
 
 if TYPE_CHECKING:
     from harness.nodes.remote import Remote
-    from nemesis.schedule import Schedule
+    from nemesis.base import Recorder
     from workloads.system import System
 
 CLUSTER = "(cluster)"  # a failure no single node is named for
@@ -66,7 +66,7 @@ def stuck_nodes(system: System, nodes: list[Remote], timeout: float) -> dict[str
 def recover(
     system: System,
     nodes: list[Remote],
-    schedule: Schedule,
+    schedule: Recorder,
     timeout: float,
     restart: bool = True,
 ) -> Recovery:

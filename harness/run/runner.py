@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,9 @@ from rich.markup import escape
 from nemesis.base import FaultContext, Nemesis, Settings
 from nemesis.iptables import heal_leftovers
 from nemesis.migrate import RollingMigration
+from nemesis.plan.plan import Plan
+from nemesis.plan.scheduler import Scheduler
 from nemesis.registry import FAULTS
-from nemesis.schedule import Schedule
 from nemesis.upgrade import RollingUpgrade
 from workloads.capabilities import RollingUpgrade as Upgradable
 from workloads.capabilities import supports
@@ -120,20 +121,29 @@ def build_system(opts: RunOptions, nodes: list[Remote]) -> System:
 
 
 def make_faults(
-    opts: RunOptions, system: System, nodes: list[Remote], interp: Interpreter
-) -> list[Nemesis]:
+    opts: RunOptions, plan: Plan, system: System, nodes: list[Remote], interp: Interpreter
+) -> dict[str, Nemesis]:
+    """The machinery of each of the plan's fault steps (one per kind,
+    settings and label: FaultStep.instance), built with the step's settings
+    over the run's."""
+    settings = Settings(opts)
     ctx = FaultContext(
         nodes=nodes,
         db=system.db,
-        settings=Settings(opts),
+        settings=settings,
         crashes=interp,
         producers=tuple(range(opts.producers)),
         consumers=tuple(range(opts.producers, opts.concurrency)),  # the slots past the producers
     )
+    faults: dict[str, Nemesis] = {}
     try:
-        return [FAULTS[name].build(ctx) for name in opts.nemesis]
+        for step in plan.faults():
+            if step.instance() not in faults:
+                own = replace(ctx, settings=settings.with_values(step.values()))
+                faults[step.instance()] = FAULTS[step.kind].build(own)
     except ValueError as e:
         raise RunError(str(e)) from None
+    return faults
 
 
 def _log_to(run: RunDir) -> logging.Handler:
@@ -186,7 +196,7 @@ class Parts:
     history: HistoryWriter
     gen: QueueOps
     interp: Interpreter
-    schedule: Schedule
+    schedule: Scheduler
     sink: Sink | None = None
     upgrade: RollingUpgrade | RollingMigration | None = None  # rolled during the main phase
 
@@ -205,6 +215,9 @@ class Run:
         the broker; a test gives its own (tests/noop.py: no cluster), and
         may keep the control machine's leases elsewhere (`lease_root`)."""
         self.opts = opts
+        # the plan this run runs: the options' (its flags' or file's), with the
+        # run's rollout beside it once the system says it has one
+        self.plan = opts.fault_plan
         self.console = console or Console()
         self.progress = Progress(self.console)
         self.connect = connect
@@ -305,6 +318,7 @@ class Run:
         system.db.setup()
         undo.push("remove the test's own topic or queue", system.cleanup)
         system.prepare()
+        self._add_rollout(system)
         # again, with what setup installed and what prepare read from the brokers
         run.write_test({**self._test_doc(name, nodes, system), "installed": system.db.installed})
         # The history starts with the test itself: its times are seconds into the run.
@@ -333,13 +347,12 @@ class Run:
             opts.op_timeout,
             track_unprocessed=sink is not None,
         )
-        schedule = Schedule(
-            make_faults(opts, system, nodes, interp),
+        schedule = Scheduler(
+            self.plan,
+            make_faults(opts, self.plan, system, nodes, interp),
             history,
-            opts.nemesis_interval,
-            opts.seed,
-            overlap=opts.nemesis_overlap,
-            await_recovery=system.db.await_cluster if opts.nemesis_await_recovery else None,
+            seed=opts.seed,
+            db=system.db,
             recovery_timeout=opts.recovery_timeout,
         )
         undo.push("nemesis teardown", schedule.teardown)
@@ -349,19 +362,39 @@ class Run:
         # but stop before the heal, as in the final phase: no new op meets it.
         undo.push("stop clients", lambda: self._stop_clients(gen, interp))
         upgrade: RollingUpgrade | RollingMigration | None = None
-        start_after = min(opts.nemesis_interval, opts.time_limit / 4)
+        start_after = self._rollout_after()
         plan = system.migration()
-        if system.rolls_upgrade() and supports(system.db, Upgradable):
+        if self._rollout(system) == RollingUpgrade.kind:
             upgrade = RollingUpgrade(
                 system.db, schedule, start_after, sync_timeout=opts.recovery_timeout
             )
-        elif plan is not None:
+        elif self._rollout(system) == RollingMigration.kind:
             # its steps spread over the main phase; each waits for its client's next op
             every = (opts.time_limit - start_after) / (plan.steps() + 1)
             upgrade = RollingMigration(
                 plan, schedule, start_after, every, step_timeout=max(5.0, 2 * opts.op_timeout)
             )
+        schedule.rollout = upgrade  # run by the plan's rollout step
         return Parts(nodes, system, history, gen, interp, schedule, sink, upgrade)
+
+    @staticmethod
+    def _rollout(system: System) -> str | None:
+        """What the run rolls through the main phase, if anything."""
+        if system.rolls_upgrade() and supports(system.db, Upgradable):
+            return RollingUpgrade.kind
+        if system.migration() is not None:
+            return RollingMigration.kind
+        return None
+
+    def _rollout_after(self) -> float:
+        return min(self.opts.nemesis_interval, self.opts.time_limit / 4)
+
+    def _add_rollout(self, system: System) -> None:
+        """The run's plan with its rollout beside the faults, once the system
+        (prepared) says what it rolls."""
+        kind = self._rollout(system)
+        if kind is not None:
+            self.plan = self.opts.fault_plan.with_rollout(kind, self._rollout_after())
 
     def _sink(self, run: RunDir, system: System) -> Sink | None:
         opts = self.opts
@@ -384,7 +417,10 @@ class Run:
             config=system.record(),
             claims=claims,
             claim_notes=notes,
+            plan={"source": self.plan.source, **self.plan.data()},
         )
+        if getattr(self.opts, "given", None):  # a test file's keys and the flags over them
+            doc["given"] = self.opts.given
         return doc
 
     # -- phases -----------------------------------------------------------
@@ -393,9 +429,8 @@ class Run:
         cpu0 = time.process_time()
         gen.begin()
         interp.start()
-        schedule.start()
+        schedule.start()  # the plan's faults, and its rollout (upgrade) where it has one
         if upgrade:
-            upgrade.start()
             self.undo.push("stop the rolling upgrade", upgrade.stop)
 
         def status() -> str:

@@ -1,6 +1,7 @@
 """The clock fault: a broker process's own wall clock through libfaketime
-(workloads/clock.py), read by a real process on this machine as a node;
-the fault's bumps, strobes and skews on recorded clocks; refusals."""
+(the faketime component, workloads/components/faketime.py), read by a real
+process on this machine as a node; the fault's bumps, strobes and skews on
+recorded clocks; refusals, from the lifecycle a run assembles."""
 
 from __future__ import annotations
 
@@ -15,21 +16,29 @@ from harness.options import OptionError
 from nemesis.base import Settings
 from nemesis.clock import STROBE_PERIOD, ClockNemesis
 from tests.here import Here
-from workloads.clock import FakedClock
-from workloads.kafka.db import ClockedKafka, Kafka, KafkaOptions, kafka_class
+from workloads.components.faketime import Faketime, libfaketime_env
+from workloads.components.lazyfs import Lazyfs
+from workloads.components.registry import assemble
+from workloads.kafka.db import Kafka, KafkaOptions
 from workloads.kafka.existing import ExistingKafka
-from workloads.nats.db import ClockedNats, Nats, NatsOptions, nats_class
-from workloads.rabbitmq.db import ClockedRabbitMQ, RabbitMQ, RabbitMQOptions, rabbitmq_class
+from workloads.nats.db import Nats, NatsOptions
+from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
 
 pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
 
 
-class ScratchClock(FakedClock):
+class ScratchTree:
+    """A node's tree on this machine whose program reads its clock through
+    libc: what the faketime component needs of a lifecycle."""
+
     def __init__(self, root):
         self.root = root
 
     def dir(self, node):
         return str(self.root / node.name)
+
+    def clock_env(self, node, clock_file):
+        return libfaketime_env(node, clock_file)
 
 
 def clock_of(env: dict[str, str], node: Here) -> float:
@@ -39,7 +48,7 @@ def clock_of(env: dict[str, str], node: Here) -> float:
 
 
 def test_a_process_started_with_the_launch_env_reads_the_clock_the_file_sets(tmp_path):
-    node, db = Here(), ScratchClock(tmp_path)
+    node, db = Here(), Faketime(ScratchTree(tmp_path))
     (tmp_path / node.name).mkdir()
     env = db.launch_env(node)  # no file yet: the host's time
     assert (tmp_path / "n1" / "faketime").read_text() == "+0.000\n"
@@ -124,16 +133,44 @@ def settings(**kw):
 
 
 def test_brokers_not_started_under_libfaketime_are_refused_by_name():
-    for db in (Kafka, RabbitMQ, ExistingKafka, Nats):
+    lazy = KafkaOptions(lazyfs=True)
+    for db in (Kafka, RabbitMQ, ExistingKafka, Nats, assemble(Kafka, lazy)):
         with pytest.raises(OptionError, match=r"--nemesis clock: .* \(--faketime starts them"):
             ClockNemesis.refuse(db, settings())
-    for db in (ClockedKafka, ClockedRabbitMQ, ClockedNats):
-        ClockNemesis.refuse(db, settings())
-    assert nats_class(NatsOptions(faketime=True)) is ClockedNats
-    assert nats_class(NatsOptions(faketime=True, lazyfs=True)).__name__ == "ClockedLazyfsNats"
+    for lifecycle, options in (
+        (Kafka, KafkaOptions(faketime=True)),
+        (RabbitMQ, RabbitMQOptions(faketime=True)),
+        (Nats, NatsOptions(faketime=True)),
+        (Nats, NatsOptions(faketime=True, lazyfs=True)),
+    ):
+        ClockNemesis.refuse(assemble(lifecycle, options), settings())
+    assert assemble(Nats, NatsOptions(faketime=True)).components == (Faketime,)
+    both = assemble(Kafka, KafkaOptions(faketime=True, lazyfs=True))
+    assert both.lifecycle is Kafka and both.components == (Lazyfs, Faketime)
+    assert assemble(RabbitMQ, RabbitMQOptions()).components == ()
     with pytest.raises(ValueError, match="--faketime: Debian's nats-server is a package"):
         NatsOptions(faketime=True, version="debian")
-    assert kafka_class(KafkaOptions(faketime=True)) is ClockedKafka
-    assert kafka_class(KafkaOptions(faketime=True, lazyfs=True)).__name__ == "ClockedLazyfsKafka"
-    assert rabbitmq_class(RabbitMQOptions(faketime=True)) is ClockedRabbitMQ
-    assert rabbitmq_class(RabbitMQOptions()) is RabbitMQ
+
+
+def test_a_clocked_lifecycle_starts_its_broker_with_the_clock_its_component_keeps(tmp_path):
+    """Each broker's own way to read the clock file, through the same
+    component: libfaketime for the JVM, libfaketime and multi-time-warp for
+    the Erlang VM, the clocked build's variable for nats-server."""
+    node, base = Here(), str(tmp_path)
+    one = KafkaOptions(base=base, replication_factor=1, min_insync_replicas=1, faketime=True)
+    kafka = assemble(Kafka, one).build([node], one)
+    rabbit_opts = RabbitMQOptions(base=base, faketime=True)
+    rabbit = assemble(RabbitMQ, rabbit_opts).build([node], rabbit_opts)
+    nats_opts = NatsOptions(base=base, faketime=True)
+    nats = assemble(Nats, nats_opts).build([node], nats_opts)
+    for db in (kafka, rabbit, nats):
+        (tmp_path / node.name / db.name).mkdir(parents=True)
+    clock = f"{tmp_path}/n1/kafka/faketime"
+    assert kafka.launch_env(node) == libfaketime_env(node, clock)
+    assert (tmp_path / "n1" / "kafka" / "faketime").read_text() == "+0.000\n"
+    env = rabbit.launch_env(node)
+    assert env["FAKETIME_TIMESTAMP_FILE"] == f"{tmp_path}/n1/rabbitmq/faketime"
+    assert env["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"].endswith(" +C multi_time_warp")
+    assert nats.launch_env(node) == {"QUEUECHECK_CLOCK_FILE": f"{tmp_path}/n1/nats/faketime"}
+    # without the component: the start's environment is the broker's own
+    assert Kafka([node], one).launch_env(node) == {}

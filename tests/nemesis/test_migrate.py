@@ -53,7 +53,7 @@ def test_the_driver_records_each_step_and_waits_for_its_consumer():
     mig = RollingMigration(plan, schedule, start_after=0.05, every=0.2, step_timeout=2.0)
     threading.Thread(target=consumers_polling, daemon=True).start()
     began = time.monotonic()
-    mig.start()
+    threading.Thread(target=mig.run, daemon=True).start()
     assert mig.wait()
     assert [f for f, _ in schedule.ops] == ["start-migrate", "stop-migrate"] * 2
     stops = [v for f, v in schedule.ops if f == "stop-migrate"]
@@ -65,7 +65,7 @@ def test_a_consumer_that_never_comes_ends_its_step_at_the_timeout():
     plan = GroupProtocolMigration("consumer", consumers=1)
     schedule = Recorder()
     mig = RollingMigration(plan, schedule, start_after=0.0, every=0.1, step_timeout=0.3)
-    mig.start()
+    threading.Thread(target=mig.run, daemon=True).start()
     assert mig.wait()
     (_, stop) = schedule.ops[1]
     assert stop["moved"] == 0 and 0.25 <= stop["waited-s"] <= 0.6

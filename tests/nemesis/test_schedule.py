@@ -7,7 +7,7 @@ import time
 import pytest
 
 from harness.history import HistoryWriter, read_history
-from nemesis.schedule import Schedule
+from nemesis.schedule import flags_scheduler
 
 pytestmark = pytest.mark.timing  # asserts durations: runs at full priority (conftest)
 
@@ -44,7 +44,7 @@ class Fault:
 def run_schedule(tmp_path, faults, seconds, interval=0.05):
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as h:
-        sched = Schedule(faults, h, interval=interval, seed=1)
+        sched = flags_scheduler(faults, h, interval=interval, seed=1)
         sched.setup()
         sched.start()
         time.sleep(seconds)
@@ -157,7 +157,7 @@ def run_awaiting_recovery(tmp_path, cluster, seconds, recovery_timeout):
     """Kills at a 0.05 s interval on `cluster`, each awaiting its recovery."""
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as h:
-        sched = Schedule(
+        sched = flags_scheduler(
             [RestartedFault("kill", cluster)],
             h,
             interval=0.05,
@@ -197,7 +197,7 @@ def test_overlapping_kinds_are_active_together_and_the_heal_ends_them_all(tmp_pa
     faults = [Fault("partition"), Fault("kill"), Fault("pause")]
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as h:
-        sched = Schedule(faults, h, interval=0.05, seed=1, overlap=True)
+        sched = flags_scheduler(faults, h, interval=0.05, seed=1, overlap=True)
         sched.start()
         time.sleep(0.5)
         sched.heal()

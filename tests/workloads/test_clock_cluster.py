@@ -22,21 +22,25 @@ from kafka.admin import NewTopic
 
 from nemesis.clock import ClockNemesis
 from tests.clusters import db_on_own_cluster, wait_until
-from workloads.kafka.db import ClockedKafka, KafkaOptions
-from workloads.nats.db import ClockedNats, NatsOptions
-from workloads.rabbitmq.db import ClockedRabbitMQ, RabbitMQOptions
+from workloads.capabilities import Clocks, provider
+from workloads.components.registry import assemble
+from workloads.kafka.db import Kafka, KafkaOptions
+from workloads.nats.db import Nats, NatsOptions
+from workloads.rabbitmq.db import RabbitMQ, RabbitMQOptions
 
 pytestmark = pytest.mark.integration
 
 SLACK = 3.0  # seconds: the brokers read their offset at most a second late
 
 
-def clocked(tmp_path_factory, db_class, options_class, subnet, bridge, prefix):
-    """A broker of `db_class` under --faketime on a cluster of its own."""
+def clocked(tmp_path_factory, lifecycle, options_class, subnet, bridge, prefix):
+    """A broker of `lifecycle` under --faketime (the component assembled as a
+    run assembles it) on a cluster of its own."""
     base = str(tmp_path_factory.mktemp(prefix.rstrip("-")))
+    opts = options_class(base=base, faketime=True)
     with db_on_own_cluster(
         tmp_path_factory,
-        lambda nodes: db_class(nodes, options_class(base=base, faketime=True)),
+        lambda nodes: assemble(lifecycle, opts).build(nodes, opts),
         subnet,
         bridge,
         prefix,
@@ -46,23 +50,19 @@ def clocked(tmp_path_factory, db_class, options_class, subnet, bridge, prefix):
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    yield from clocked(
-        tmp_path_factory, ClockedKafka, KafkaOptions, "10.77.31.0/24", "qccbr31", "qcc-"
-    )
+    yield from clocked(tmp_path_factory, Kafka, KafkaOptions, "10.77.31.0/24", "qccbr31", "qcc-")
 
 
 @pytest.fixture(scope="module")
 def rabbit(tmp_path_factory):
     yield from clocked(
-        tmp_path_factory, ClockedRabbitMQ, RabbitMQOptions, "10.77.32.0/24", "qcgbr32", "qcg-"
+        tmp_path_factory, RabbitMQ, RabbitMQOptions, "10.77.32.0/24", "qcgbr32", "qcg-"
     )
 
 
 @pytest.fixture(scope="module")
 def nats(tmp_path_factory):
-    yield from clocked(
-        tmp_path_factory, ClockedNats, NatsOptions, "10.77.35.0/24", "qcybr35", "qcy-"
-    )
+    yield from clocked(tmp_path_factory, Nats, NatsOptions, "10.77.35.0/24", "qcybr35", "qcy-")
 
 
 def follows(read_clocks, offsets: dict[str, float]) -> None:
@@ -170,12 +170,12 @@ def test_a_kafka_leader_whose_clock_jumps_past_the_retention_deletes_unread_reco
             "kept-1h": 100,
             "kept-7d": 100,
         }
-        kafka.set_clock(leader, 7200.0)
+        provider(kafka, Clocks).set_clock(leader, 7200.0)
         deleted = wait_until(lambda: starts()["kept-1h"] == 100, timeout=30)
         assert deleted, f"the one-hour topic still starts at {starts()}"
         assert starts()["kept-7d"] == 0
     finally:
-        kafka.set_clock(leader, 0.0)
+        provider(kafka, Clocks).set_clock(leader, 0.0)
         consumer.close()
 
 

@@ -24,7 +24,7 @@ import re
 import shlex
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,21 +35,18 @@ from harness.options import AT_LEAST_ONE, DEFAULT_STATE, Range, check_values, op
 from ..capabilities import (
     BatchOffsets,
     BrokerState,
-    Clocks,
     Controller,
     Coordinators,
     DataFiles,
-    DiskFaults,
     Fencing,
     Leaders,
-    PowerLoss,
     ReplicationPort,
     RollingUpgrade,
 )
-from ..clock import FakedClock
+from ..components.assembly import Component, Components, NodeTree
+from ..components.faketime import libfaketime_env
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds, first_answer
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .admin import Admin, partition_leaders, quorum_leader, unfenced_brokers
 from .cds import ensure_archive, sharing
 from .coordinators import KafkaCoordinators
@@ -210,7 +207,7 @@ class Kafka(
     BrokerState,
     DataFiles,
     BatchOffsets,
-    LazyData,
+    NodeTree,
     KafkaMembers,
 ):
     name = "kafka"
@@ -219,7 +216,14 @@ class Kafka(
     BATCH_KINDS = BATCH_KINDS
     READY_LINE = STARTED
 
-    def __init__(self, nodes: list[Remote], opts: KafkaOptions | None = None):
+    def __init__(
+        self,
+        nodes: list[Remote],
+        opts: KafkaOptions | None = None,
+        components: Sequence[type[Component]] = (),
+    ):
+        """`components`: what the run assembles onto it (workloads/components/
+        registry.py `assemble`: --lazyfs, --faketime)."""
         self.nodes = nodes
         self.opts = opts or KafkaOptions()
         if self.opts.replication_factor > len(nodes):
@@ -233,7 +237,6 @@ class Kafka(
         # an id and a directory)
         self.directory_ids = {n.name: new_cluster_id() for n in nodes}
         self.taken_out: set[str] = set()  # voters a membership change removed (KafkaMembers)
-        self.lazy = LazyMount(self.opts.state, DIST_ROOT) if self.opts.lazyfs else None
         self._dists: dict[str, Dist] = {}
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
         self._marks: dict[str, int] = {}  # STARTED lines in a node's log when last started
@@ -244,6 +247,7 @@ class Kafka(
         self.test_topics: list[str] = []
         # what the run coordinates (KafkaCoordinators): its group, share, txn
         self.coordinated: dict[str, Any] = {}
+        self.components = Components(self, components)
 
     # -- per-node facts ---------------------------------------------------
     def dist(self, version: str) -> Dist:
@@ -282,6 +286,12 @@ class Kafka(
 
     def data(self, node: Remote) -> str:
         return f"{self.dir(node)}/data"
+
+    def staging_dir(self) -> Path:
+        return self.opts.state
+
+    def clock_env(self, node: Remote, clock_file: str) -> dict[str, str]:
+        return libfaketime_env(node, clock_file)  # the JVM reads its clock through libc
 
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
         kind_of = functools.partial(file_kind, test_topics=self.test_topics)
@@ -464,9 +474,7 @@ class Kafka(
             jars = "kafka-jars" if v == self.opts.version else f"kafka-jars {v}"
             got[jars] = push_dir(node, d.libs, d.node_libs, d.listing)
             got[f"class archive {v}"] = ensure_archive(node, d.node_libs, TOOL_JVM)
-        self.installed[node.name] = got
-        if self.lazy:
-            self.installed[node.name].update(self.lazy.install(node))
+        self.installed[node.name] = {**got, **self.components.install(node)}
 
     def _configure(self, node: Remote) -> None:
         d = self.dir(node)
@@ -732,23 +740,3 @@ class Kafka(
             self.remove_tree(node)
         except RemoteError:
             pass
-
-
-class LazyfsKafka(Kafka, OnLazyfs, PowerLoss, DiskFaults):
-    """Kafka with its data on lazyfs (--lazyfs): its nodes can lose power, and their
-    disks fill or stall."""
-
-
-class ClockedKafka(FakedClock, Kafka, Clocks):
-    """Kafka whose brokers read a clock the clock fault sets (--faketime)."""
-
-
-class ClockedLazyfsKafka(FakedClock, LazyfsKafka, Clocks):
-    """--faketime and --lazyfs."""
-
-
-def kafka_class(opts: KafkaOptions) -> type[Kafka]:
-    """The lifecycle class of brokers the tool runs with these options."""
-    if opts.faketime:
-        return ClockedLazyfsKafka if opts.lazyfs else ClockedKafka
-    return LazyfsKafka if opts.lazyfs else Kafka

@@ -16,6 +16,8 @@ from kafka import KafkaProducer
 from harness.nodes.remote import Remote
 
 from ..client import Client, answer_within
+from ..components.assembly import Assembly
+from ..components.registry import assemble, every_component
 from ..db import DBError
 from ..existing import own_name
 from ..sinks import Sink
@@ -24,7 +26,7 @@ from . import claims
 from .admin import create_topic, leaderless, remove_topics, topic_settings, warm_up
 from .client import KafkaQueueClient, KafkaQueueOptions, ProducerPool, Shares
 from .confluent import ConfluentQueueClient, PolledProducer, close_polled, producer_config
-from .db import DEFAULT_RETENTION_MS, Kafka, KafkaOptions, kafka_class
+from .db import DEFAULT_RETENTION_MS, Kafka, KafkaOptions
 from .dist import version_of
 from .existing import BROKER_OPTIONS, ExistingKafka
 from .java import (
@@ -105,8 +107,8 @@ class KafkaSystem(System):
         return db, q
 
     @classmethod
-    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
-        return ExistingKafka if existing else kafka_class(settings[0])
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> Assembly:
+        return Assembly(ExistingKafka) if existing else assemble(Kafka, settings[0])
 
     def __init__(self, ctx: RunContext, settings: tuple[KafkaOptions, KafkaQueueOptions]):
         super().__init__(ctx, settings)
@@ -119,7 +121,7 @@ class KafkaSystem(System):
             own = own_name()
             q_opts = replace(q_opts, topic=own, group=own)
         else:
-            self.db = kafka_class(db_opts)(ctx.nodes, db_opts)
+            self.db = assemble(Kafka, db_opts).build(ctx.nodes, db_opts)
         if q_opts.client == "java" and q_opts.client_version is None:
             q_opts = replace(q_opts, client_version=db_opts.version)  # the brokers' own
         self.options = q_opts
@@ -156,7 +158,8 @@ class KafkaSystem(System):
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> Kafka:
-        return Kafka(
+        # every component: a killed run may have had any (its lazyfs mount goes first)
+        return every_component(Kafka).build(
             nodes, KafkaOptions(base=data_base, replication_factor=1, min_insync_replicas=1)
         )
 
@@ -358,7 +361,7 @@ class KafkaSystem(System):
             txn=self.options.txn or self.ctx.sink == TXN_SINK,
         )
         if not self.ctx.existing:
-            self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
+            self.db.settle()  # on lazyfs: the set-up is on disk before any power loss
 
     def queue_answers(self, node: Remote) -> str | None:
         """Every partition of the test's topics has a leader, as `node` says."""

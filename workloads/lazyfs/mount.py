@@ -5,7 +5,8 @@ with them every write not fsynced), mounted again from what was synced.
 The daemon runs from a content-addressed directory pushed over SFTP (fs.py
 and mfusepy, pure Python) with the node's python3 and Debian's fuse3. Its
 pid is in `<data>.lazyfs.pid` and is signalled only while its command line
-still names that mount.
+still names that mount. What a broker's lifecycle does with it, and when,
+is the lazyfs component's (workloads/components/lazyfs.py).
 """
 
 from __future__ import annotations
@@ -109,60 +110,3 @@ def lose(node: Remote, path: str) -> bool:
         timeout=20,
     )
     return r.out.strip().endswith("1")
-
-
-class LazyData:
-    """A DB's data directory, `data(node)` inside its tree `dir(node)`, and
-    its lazyfs mount `lazy` (None without --lazyfs): the one order in which
-    every broker makes, checkpoints and removes them."""
-
-    lazy: LazyMount | None
-    nodes: list[Remote]
-
-    def renew_tree(self, node: Remote, subdirs: list[str]) -> None:
-        """The node's tree made anew with `subdirs`, the data mounted on lazyfs
-        again; a killed run's mount is lost first (its tree cannot go with it)."""
-        d = shlex.quote(self.dir(node))
-        lose(node, self.data(node))
-        node.run(f"rm -rf {d} && mkdir -p " + " ".join(f"{d}/{s}" for s in subdirs), timeout=30)
-        if self.lazy:
-            self.lazy.mount(node, self.data(node))
-
-    def checkpoint(self) -> None:
-        """On lazyfs: what every node wrote so far (its start, the test's topics,
-        stream or queue) goes to disk before the faults begin."""
-        if self.lazy:
-            for node in self.nodes:
-                self.lazy.checkpoint(node, self.data(node))
-
-    def remove_tree(self, node: Remote) -> None:
-        """The node's tree gone, its lazyfs mount first; raises RemoteError."""
-        lose(node, self.data(node))
-        node.run(f"rm -rf {shlex.quote(self.dir(node))}", check=False, timeout=30)
-
-
-class OnLazyfs:
-    """PowerLoss and DiskFaults (workloads/capabilities.py) for a DB whose
-    data directory, `data(node)`, is on its LazyMount `lazy`, and whose
-    broker `kill` and `start` take down and bring up."""
-
-    lazy: LazyMount | None
-
-    def power_off(self, node: Remote) -> bool:
-        """The node loses power: the broker dies at once and every write it
-        had not fsynced is gone."""
-        killed = self.kill(node)
-        lost = lose(node, self.data(node))
-        return killed or lost
-
-    def power_on(self, node: Remote) -> None:
-        """Power back: the data mounted again from what was synced, the broker
-        started; a no-op for a node that has power."""
-        if self.lazy and not self.lazy.mounted(node, self.data(node)):
-            self.lazy.mount(node, self.data(node))
-        self.start(node)
-
-    def disk_fault(self, node: Remote, fault: str) -> dict[str, int]:
-        if self.lazy is None:
-            raise DBError(f"{node.name}: its data is not on lazyfs (--lazyfs)")
-        return self.lazy.set_fault(node, self.data(node), fault)

@@ -18,7 +18,7 @@ import shlex
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,16 +32,14 @@ from ..capabilities import (
     BrokerState,
     Clocks,
     DataFiles,
-    DiskFaults,
     Leaders,
     Membership,
-    PowerLoss,
     RollingUpgrade,
+    supports,
 )
-from ..clock import ClockFile
+from ..components.assembly import Component, Components, NodeTree
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
 from ..install import DIST_ROOT, digest, ensure_package, manifest, push_dir
-from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
 from .dist import BINARY, DEBIAN, DEFAULT_VERSION, check_version, ensure_nats, version_key
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, OLDER, file_kind, with_older_blocks
 
@@ -201,14 +199,21 @@ def duration_s(text: str) -> float | None:
     return None
 
 
-class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, DataFiles, LazyData):
+class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, DataFiles, NodeTree):
     name = "nats"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
     READY_LINE = READY
     ready_poll = 0.2
 
-    def __init__(self, nodes: list[Remote], opts: NatsOptions | None = None):
+    def __init__(
+        self,
+        nodes: list[Remote],
+        opts: NatsOptions | None = None,
+        components: Sequence[type[Component]] = (),
+    ):
+        """`components`: what the run assembles onto it (workloads/components/
+        registry.py `assemble`: --lazyfs, --faketime)."""
         self.nodes = nodes
         self.opts = opts or NatsOptions()
         self.installed: dict[str, dict[str, str]] = {}  # node -> what it lacked and got
@@ -217,7 +222,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
         self._listings: dict[str, str] = {}  # version -> its binary's manifest
         # the server each node runs: a rolling upgrade moves them one by one
         self.running: dict[str, str] = {n.name: self.opts.version for n in nodes}
-        self.lazy = LazyMount(self.opts.state, DIST_ROOT) if self.opts.lazyfs else None
+        self.components = Components(self, components)
 
     # -- per-node facts ---------------------------------------------------
     def dir(self, node: Remote) -> str:
@@ -225,6 +230,14 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
 
     def data(self, node: Remote) -> str:
         return f"{self.dir(node)}/data"
+
+    def staging_dir(self) -> Path:
+        return self.opts.state
+
+    def clock_env(self, node: Remote, clock_file: str) -> dict[str, str]:
+        """A static Go program reads the clock without libc: a clocked build
+        (`built`) reads its offset from the file its environment names."""
+        return {GO_CLOCK_FILE: clock_file}
 
     def pidfile(self, node: Remote) -> str:
         return f"{self.dir(node)}/nats.pid"
@@ -258,7 +271,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
 
     def built(self, version: str) -> Path:
         """This machine's directory of the version's binary (built once)."""
-        return ensure_nats(version, self.opts.state, clocked=self.opts.faketime)
+        return ensure_nats(version, self.opts.state, clocked=supports(self, Clocks))
 
     def server(self, version: str) -> str:
         """The version's nats-server binary on the nodes."""
@@ -335,8 +348,7 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
                 built, listing = self.built(version), self._listing(version)
                 got = push_dir(node, built, self._node_bin(version), listing, BINARY)
             self.installed[node.name][f"nats-server {version}"] = got
-        if self.lazy:
-            self.installed[node.name].update(self.lazy.install(node))
+        self.installed[node.name].update(self.components.install(node))
 
     def _configure_and_start(self, node: Remote) -> None:
         self.renew_tree(node, ["etc", "log", "data"])
@@ -651,32 +663,3 @@ class Nats(PidfileProcess, Leaders, BrokerState, Membership, RollingUpgrade, Dat
             self.remove_tree(node)
         except RemoteError:
             pass
-
-
-class LazyfsNats(Nats, OnLazyfs, PowerLoss, DiskFaults):
-    """NATS with its JetStream store on lazyfs (--lazyfs): its nodes can lose power,
-    and their disks fill or stall."""
-
-
-class GoClock(ClockFile):
-    """A clocked build of nats-server (ensure_nats(clocked=True)) reads its
-    wall clock's offset from the node's clock file, named in its start
-    command's environment."""
-
-    def launch_env(self, node: Remote) -> dict[str, str]:
-        return {**super().launch_env(node), GO_CLOCK_FILE: self.clock_file_made(node)}
-
-
-class ClockedNats(GoClock, Nats, Clocks):
-    """NATS whose servers read a clock the clock fault sets (--faketime)."""
-
-
-class ClockedLazyfsNats(GoClock, LazyfsNats, Clocks):
-    """--faketime and --lazyfs."""
-
-
-def nats_class(opts: NatsOptions) -> type[Nats]:
-    """The lifecycle class of servers the tool runs with these options."""
-    if opts.faketime:
-        return ClockedLazyfsNats if opts.lazyfs else ClockedNats
-    return LazyfsNats if opts.lazyfs else Nats

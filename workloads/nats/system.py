@@ -12,12 +12,14 @@ from harness.nodes.remote import Remote
 from harness.options import OptionError
 
 from ..client import Client, answer_within
+from ..components.assembly import Assembly
+from ..components.registry import assemble, every_component
 from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
 from .client import NatsQueueClient, NatsQueueOptions, confirmed_last_seq, seconds
-from .db import CONSUMER, Nats, NatsOptions, nats_class
+from .db import CONSUMER, Nats, NatsOptions
 from .dist import check_version
 from .existing import BROKER_OPTIONS, ExistingNats
 from .presets import PRESETS
@@ -79,8 +81,8 @@ class NatsSystem(System):
         return replace(q, **cred)
 
     @classmethod
-    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
-        return ExistingNats if existing else nats_class(settings[0])
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> Assembly:
+        return Assembly(ExistingNats) if existing else assemble(Nats, settings[0])
 
     def __init__(self, ctx: RunContext, settings: tuple[NatsOptions, NatsQueueOptions]):
         super().__init__(ctx, settings)
@@ -93,12 +95,13 @@ class NatsSystem(System):
             self.options = replace(self.options, stream=own)
             self.db = ExistingNats(ctx.nodes, ctx.existing, db_opts, self.options)
         else:
-            self.db = nats_class(db_opts)(ctx.nodes, db_opts)
+            self.db = assemble(Nats, db_opts).build(ctx.nodes, db_opts)
         self.queue = self.options.stream
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> Nats:
-        return Nats(nodes, NatsOptions(base=data_base))
+        # every component: a killed run may have had any (its lazyfs mount goes first)
+        return every_component(Nats).build(nodes, NatsOptions(base=data_base))
 
     @classmethod
     def gate_side(cls, side: str) -> dict[str, Any]:
@@ -199,7 +202,7 @@ class NatsSystem(System):
         if isinstance(self.db, ExistingNats):
             self.db.check_names(q.stream)  # faults aim at its leader by server name
         else:
-            self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
+            self.db.settle()  # on lazyfs: the set-up is on disk before any power loss
 
     def queue_answers(self, node: Remote) -> str | None:
         """The stream's info, asked on `node`: its leader must answer (a

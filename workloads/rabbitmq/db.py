@@ -16,7 +16,7 @@ import logging
 import secrets
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,19 +24,11 @@ from typing import Any
 from harness.nodes.remote import Remote, RemoteError, on_all
 from harness.options import AT_LEAST_ONE, DEFAULT_STATE, check_values, option
 
-from ..capabilities import (
-    BrokerState,
-    Clocks,
-    DataFiles,
-    DiskFaults,
-    PeersSeenDown,
-    PowerLoss,
-    RollingUpgrade,
-)
-from ..clock import FakedClock
+from ..capabilities import BrokerState, DataFiles, PeersSeenDown, RollingUpgrade
+from ..components.assembly import Component, Components, NodeTree
+from ..components.faketime import libfaketime_env
 from ..db import DBError, PidfileProcess, copy_dirs, files_of_kinds
-from ..install import DIST_ROOT, ensure_package
-from ..lazyfs.mount import LazyData, LazyMount, OnLazyfs
+from ..install import ensure_package
 from .files import DEFAULT_FILE_KINDS, FILE_KINDS, SEALED_HEADERS, file_kind
 from .leaders import QueueLeaders
 from .members import MEMBER_CHANGES, MemberChanges
@@ -109,14 +101,21 @@ class RabbitMQ(
     BrokerState,
     DataFiles,
     PeersSeenDown,
-    LazyData,
+    NodeTree,
 ):
     name = "rabbitmq"
     FILE_KINDS = FILE_KINDS
     DEFAULT_FILE_KINDS = DEFAULT_FILE_KINDS
     SEALED_HEADERS = SEALED_HEADERS
 
-    def __init__(self, nodes: list[Remote], opts: RabbitMQOptions | None = None):
+    def __init__(
+        self,
+        nodes: list[Remote],
+        opts: RabbitMQOptions | None = None,
+        components: Sequence[type[Component]] = (),
+    ):
+        """`components`: what the run assembles onto it (workloads/components/
+        registry.py `assemble`: --lazyfs, --faketime)."""
         self.nodes = nodes
         self.opts = opts or RabbitMQOptions()
         self.cookie = secrets.token_hex(16)
@@ -127,7 +126,7 @@ class RabbitMQ(
         self.boot_offsets: dict[str, int] = {}
         self.taken_out: set[str] = set()  # nodes a membership fault took out of the queues
         self.forgotten: set[str] = set()  # of those, nodes the cluster forgot (members.py)
-        self.lazy = LazyMount(DEFAULT_STATE, DIST_ROOT) if self.opts.lazyfs else None
+        self.components = Components(self, components)
 
     # -- per-node facts ---------------------------------------------------
     def node_versions(self) -> dict[str, str]:
@@ -142,6 +141,19 @@ class RabbitMQ(
 
     def data_files(self, node: Remote, kinds: list[str]) -> list[tuple[str, str, int]]:
         return files_of_kinds(node, self.data(node), file_kind, kinds)
+
+    def staging_dir(self) -> Path:
+        return DEFAULT_STATE
+
+    def clock_env(self, node: Remote, clock_file: str) -> dict[str, str]:
+        """libfaketime's, and the VM in multi-time-warp mode: it follows a jump
+        of the OS's wall clock only so (Erlang's default keeps the offset it
+        had at boot)."""
+        args = self.env(node)["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"]
+        return {
+            **libfaketime_env(node, clock_file),
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": f"{args} +C multi_time_warp",
+        }
 
     def scratch(self, node: Remote) -> str:
         return f"{self.dir(node)}/scratch"
@@ -264,8 +276,7 @@ class RabbitMQ(
             if node.run(f"test -x {shlex.quote(home)}/sbin/rabbitmq-server", check=False).exit:
                 raise DBError(f"{node.name}: no RabbitMQ install at {home} (sbin/rabbitmq-server)")
         self.running[node.name] = self.opts.rabbitmq_home
-        if self.lazy:
-            self.installed[node.name].update(self.lazy.install(node))
+        self.installed[node.name].update(self.components.install(node))
         self.renew_tree(node, ["etc", "log", "mnesia", "home"])
         node.write(f"{d}/home/.erlang.cookie", self.cookie, mode=0o400)
         node.write(
@@ -533,32 +544,3 @@ class RabbitMQ(
             self.remove_tree(node)
         except RemoteError as e:
             log.warning("%s: rabbitmq teardown: %s", node.name, e)
-
-
-class ClockedRabbitMQ(FakedClock, RabbitMQ, Clocks):
-    """RabbitMQ whose nodes read a clock the clock fault sets (--faketime).
-    The VM follows a jump of the OS's wall clock only in multi-time-warp
-    mode (Erlang's default keeps the offset it had at boot)."""
-
-    def launch_env(self, node: Remote) -> dict[str, str]:
-        args = self.env(node)["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"]
-        return {
-            **super().launch_env(node),
-            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": f"{args} +C multi_time_warp",
-        }
-
-
-class LazyfsRabbitMQ(RabbitMQ, OnLazyfs, PowerLoss, DiskFaults):
-    """RabbitMQ with its data on lazyfs (--lazyfs): its nodes can lose power,
-    and their disks fill or stall."""
-
-
-class ClockedLazyfsRabbitMQ(ClockedRabbitMQ, LazyfsRabbitMQ):
-    """--faketime and --lazyfs."""
-
-
-def rabbitmq_class(opts: RabbitMQOptions) -> type[RabbitMQ]:
-    """The lifecycle class of nodes the tool runs with these options."""
-    if opts.faketime:
-        return ClockedLazyfsRabbitMQ if opts.lazyfs else ClockedRabbitMQ
-    return LazyfsRabbitMQ if opts.lazyfs else RabbitMQ

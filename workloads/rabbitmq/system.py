@@ -13,12 +13,14 @@ from harness.nodes.remote import Remote
 from harness.options import OptionError
 
 from ..client import Client, answer_within
+from ..components.assembly import Assembly
+from ..components.registry import assemble, every_component
 from ..existing import own_name
 from ..sinks import Sink
 from ..system import RunContext, System
 from . import claims
 from .client import PORT, RabbitQueueClient, RabbitQueueOptions, queue_gone
-from .db import RabbitMQ, RabbitMQOptions, rabbitmq_class
+from .db import RabbitMQ, RabbitMQOptions
 from .existing import BROKER_OPTIONS, ExistingRabbitMQ
 from .presets import PRESETS
 from .stream import STREAM_PORT, StreamClient
@@ -81,8 +83,8 @@ class RabbitMQSystem(System):
         return db, RabbitQueueOptions(**cred, **q_given)
 
     @classmethod
-    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> type:
-        return ExistingRabbitMQ if existing else rabbitmq_class(settings[0])
+    def db_class(cls, settings: tuple[Any, ...], existing: bool) -> Assembly:
+        return Assembly(ExistingRabbitMQ) if existing else assemble(RabbitMQ, settings[0])
 
     def __init__(self, ctx: RunContext, settings: tuple[RabbitMQOptions, RabbitQueueOptions]):
         super().__init__(ctx, settings)
@@ -94,7 +96,7 @@ class RabbitMQSystem(System):
             self.options = replace(self.options, queue=own)
             self.db = ExistingRabbitMQ(ctx.nodes, ctx.existing, db_opts, self.options)
         else:
-            self.db = rabbitmq_class(db_opts)(ctx.nodes, db_opts)
+            self.db = assemble(RabbitMQ, db_opts).build(ctx.nodes, db_opts)
         self.queue = self.options.queue
         self.stream = self.options.queue_type == "stream"
         if self.stream:
@@ -103,7 +105,8 @@ class RabbitMQSystem(System):
 
     @classmethod
     def leftover_db(cls, nodes: list[Remote], data_base: str) -> RabbitMQ:
-        return RabbitMQ(nodes, RabbitMQOptions(base=data_base))
+        # every component: a killed run may have had any (its lazyfs mount goes first)
+        return every_component(RabbitMQ).build(nodes, RabbitMQOptions(base=data_base))
 
     @classmethod
     def gate_side(cls, side: str) -> dict[str, Any]:
@@ -222,4 +225,4 @@ class RabbitMQSystem(System):
         finally:
             client.close()
         if not self.ctx.existing:
-            self.db.checkpoint()  # on lazyfs: the set-up is on disk before any power loss
+            self.db.settle()  # on lazyfs: the set-up is on disk before any power loss

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from harness.history import HistoryWriter, read_history
 from harness.run.recovery import CLUSTER, recover
-from nemesis.schedule import Schedule
+from nemesis.schedule import flags_scheduler
 from workloads.db import DBError
 
 NODES = [SimpleNamespace(name=f"n{i}") for i in (1, 2, 3)]
@@ -42,7 +42,7 @@ class Cluster:
 def run(tmp_path, cluster, restart=True):
     path = tmp_path / f"history-{len(list(tmp_path.iterdir()))}.jsonl"
     history = HistoryWriter(path)
-    result = recover(cluster, NODES, Schedule([], history), timeout=0.1, restart=restart)
+    result = recover(cluster, NODES, flags_scheduler([], history), timeout=0.1, restart=restart)
     history.close()
     lines = path.read_text().splitlines()  # an empty history is no history: read what there is
     ops = [op for op in read_history(path) if op["value"]] if lines else []

@@ -451,3 +451,79 @@ def test_a_full_disk_and_stalled_fsyncs_on_one_server_lose_nothing(cluster, tmp_
     assert restarts and blocks <= set(restarts[0]["hit"]), (restarts, refused)
     counts = kept_every_acknowledged_message(doc, more_than=500)
     print(f"\nnats disk faults: refused on {refused}, stalled {stalled}; {counts}")
+
+
+PLANS = Path(__file__).resolve().parents[3] / "nemesis" / "plans"
+
+
+def struck(ops, f):
+    """The nodes each completed `f` op struck (or healed), in order."""
+    return [
+        sorted(op["value"].get("hit", op["value"].get("nodes", [])))
+        for op in ops
+        if op["process"] == "nemesis" and op["f"] == f and isinstance(op["value"], dict)
+    ]
+
+
+def test_a_suite_runs_the_split_brain_plan_and_a_test_file_with_one_summary(
+    cluster, tmp_path, capsys
+):
+    """`queuecheck suite`: two tests of a suite file, in order, on one
+    cluster: the JetStream split brain of nats-server#7567 from its plan file
+    (a paused minority, another server killed and restarted, then the paused
+    swapped), and a test file's own plan (the stream's leader killed, held
+    until the servers name a leader elsewhere, which is paused); one summary
+    and one junit.xml, each run's test.json holding the plan it ran and the
+    keys its file gave."""
+    (tmp_path / "leader.toml").write_text(
+        'system = "nats"\ntime-limit = 15\nrate = 300\n\n'
+        "[[plan]]\nsleep = 3\n\n"
+        '[[plan]]\nfault = "kill"\ntarget = "primaries"\nlabel = "killed"\n\n'
+        '[[plan]]\nhold = "leader-elsewhere"\nthan = "@killed"\ntimeout = 10\n\n'
+        '[[plan]]\nfault = "pause"\ntarget = "primaries"\nfor = 2\n\n'
+        '[[plan]]\nstop = "@killed"\n'
+    )
+    suite = tmp_path / "nightly.toml"
+    suite.write_text(
+        'name = "nightly"\n\n'
+        f'[[test]]\nname = "split-brain"\nsystem = "nats"\ntime-limit = 25\nrate = 300\n'
+        f'nats-sync = "always"\nnemesis-plan = "{PLANS / "nats-split-brain.toml"}"\n\n'
+        '[[test]]\nname = "leader-moves"\nspec = "leader.toml"\n'
+    )
+    store = tmp_path / "store"
+    argv = [
+        "suite", str(suite), "--concurrency", "4", "--producers", "2", "--seed", "7",
+        "--state", str(cluster.state.parent), "--store", str(store), "--driver-memory", "1g",
+        *[f"--{k}={v}" for k, v in CLUSTER.items()],
+    ]  # fmt: skip
+    code = main(argv)
+    [out] = list((store / "suite" / "nightly").iterdir())
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["test"] for r in summary["tests"]] == ["split-brain", "leader-moves"]
+    assert all("valid" in r for r in summary["tests"]), summary  # both ran and were judged
+    assert code == summary["exit"] == max(
+        (1 if r["valid"] is False else 2 if r["valid"] == "unknown" else 0)
+        for r in summary["tests"]
+    )  # fmt: skip
+    junit = (out / "junit.xml").read_text()
+    assert 'name="queuecheck.split-brain"' in junit and 'name="queuecheck.leader-moves"' in junit
+    split, moves = (Path(r["run"]) for r in summary["tests"])
+
+    ops = list(read_history(split / "history.jsonl"))
+    test = json.loads((split / "test.json").read_text())
+    assert test["plan"]["source"].endswith("nats-split-brain.toml")
+    assert test["given"]["spec"]["sync"] == "always"
+    paused, killed = struck(ops, "start-pause"), struck(ops, "start-kill")
+    assert len(paused) >= 2 and len(killed) >= 1, (paused, killed)
+    first, crashed, then = paused[0], killed[0], paused[1]
+    assert len(first) == 1 and len(crashed) == 1 and crashed != first
+    assert then == sorted({"n1", "n2", "n3"} - set(first) - set(crashed))
+    assert struck(ops, "stop-pause")[0] == first  # resumed by its label, before the swap
+
+    ops = list(read_history(moves / "history.jsonl"))
+    test = json.loads((moves / "test.json").read_text())
+    assert test["plan"]["source"].endswith("leader.toml") and test["time_limit"] == 15
+    [leader] = struck(ops, "start-kill")
+    starts = [op["value"] for op in ops if op["f"] == "start-pause" and op["value"]]
+    assert starts and "leader-moved-after" in starts[0], starts  # the hold waited, and said so
+    assert starts[0]["hit"] and starts[0]["hit"] != leader  # the leader elsewhere was paused

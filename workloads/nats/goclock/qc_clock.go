@@ -9,9 +9,10 @@ import (
 // nats-server with this file added to package time, and Now calling
 // qcShift): the wall clock Now gives is the host's plus an offset read from
 // the file QUEUECHECK_CLOCK_FILE names ("+1.500", the form libfaketime reads,
-// workloads/clock.py), at most once a second. The monotonic reading is left
-// alone, as under libfaketime's FAKETIME_DONT_FAKE_MONOTONIC: timers and
-// durations keep the host's pace. Without the variable, Now is the host's.
+// workloads/components/faketime.py), at most once a second. The monotonic
+// reading is left alone, as under libfaketime's FAKETIME_DONT_FAKE_MONOTONIC:
+// timers and durations keep the host's pace. Without the variable, Now is
+// the host's.
 //
 // Now runs on the scheduler's own stack too (timers), where a system call or
 // an allocation is fatal: it only loads the offset, which a goroutine of

@@ -1,0 +1,1 @@
+"""The plan's steps, one per file (registered in nemesis/plan/registry.py)."""
