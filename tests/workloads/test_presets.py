@@ -47,3 +47,34 @@ def test_a_preset_naming_no_option_is_refused():
 
     with pytest.raises(RunError, match="'acks_all': not an option of kafka"):
         RunOptions(system="kafka", system_options={"acks_all": True})
+
+
+def worst_last_start(opts: RunOptions) -> float:
+    """When, at the latest, the last kind of the flags' rhythm first starts:
+    in turn, after every other kind's pace (and hold, for one that holds);
+    overlapping, k/n of an interval after the first kind's interval."""
+    from nemesis.registry import FAULTS
+
+    interval = opts.nemesis_interval
+    if opts.nemesis_overlap:
+        return interval * (1 + (len(opts.nemesis) - 1) / len(opts.nemesis))
+    instant = [bool(getattr(FAULTS[k], "instant", False)) for k in opts.nemesis]
+
+    def before(last: int) -> float:
+        return sum(interval * (1 if instant[k] else 2) for k in range(len(instant)) if k != last)
+
+    return interval + max(before(k) for k in range(len(instant)))
+
+
+@pytest.mark.parametrize(
+    "finding", [f for f in FINDINGS if f.kind == "control"], ids=lambda f: f.preset.name
+)
+def test_every_fault_a_control_names_can_strike_within_its_time_limit(finding, tmp_path):
+    """A control counts only once each of its faults took effect: its time
+    limit must let each kind of its rhythm start, whatever their order."""
+    from harness.commands.findings import FindingsOptions, row_options
+
+    opts = row_options(FindingsOptions(store=str(tmp_path)), finding)
+    if opts.nemesis_plan or not opts.nemesis:
+        return  # a plan file says its own moments
+    assert worst_last_start(opts) < opts.time_limit - 2, (opts.nemesis, opts.nemesis_interval)

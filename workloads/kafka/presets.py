@@ -54,6 +54,10 @@ GROUP_COORDINATOR_FAULTS = {
     "crash_point": "after-ack",
     "concurrency": 6,
     "producers": 3,
+    # every kind strikes at least once whatever their order: a round gives the
+    # partition and the kill an interval of pace and one held each (up to 40 s
+    # before the last kind starts); 40 s left the crash never started
+    "time_limit": 60.0,
 }
 # A stopped broker's test-topic log segments bit-flipped or cut short
 # (nemesis/file_corruption.py), nothing read before the drain.
