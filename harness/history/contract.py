@@ -249,24 +249,105 @@ def damaged(path: str | os.PathLike, kind: str, e: BaseException) -> UnreadableH
     return UnreadableHistory(f"{path}: a damaged {kind} stream ({type(e).__name__}: {e})")
 
 
+class _Decompressed(io.BufferedIOBase):
+    """A compressed history's bytes, read through: a damaged stream raises,
+    while it is read, UnreadableHistory naming the file (`damaged`), so
+    every reader's one line says which file, not a codec's internals."""
+
+    def __init__(self, stream: IO[bytes], path: str | os.PathLike, kind: str):
+        self._stream, self._path, self._kind = stream, path, kind
+
+    def _named(self, read, *args):
+        try:
+            return read(*args)
+        except DECOMPRESS_ERRORS as e:
+            raise damaged(self._path, self._kind, e) from None
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._named(self._stream.read, -1 if size is None else size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._named(self._stream.read, size)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._named(self._stream.readline, -1 if size is None else size)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
 def open_history(path: str | os.PathLike) -> IO[bytes]:
     """The history as its bytes of JSON Lines, decompressed when it is kept
     compressed (`compression`): a binary stream to iterate line by line,
     the one way every Python reader opens a history. A damaged compressed
-    stream raises, while it is read, one of DECOMPRESS_ERRORS (`damaged`
-    names it)."""
+    stream raises UnreadableHistory naming the file, while it is read."""
     kind = compression(path)
     if kind is None:
         return open(path, "rb")
     if kind == "gzip":
-        return gzip.open(path, "rb")
-    if kind == "bz2":
-        return bz2.open(path, "rb")
-    if kind == "xz":
-        return lzma.open(path, "rb")
-    fh = open(path, "rb")
-    reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True, closefd=True)
-    return io.BufferedReader(reader, 1 << 20)
+        stream: IO[bytes] = gzip.open(path, "rb")
+    elif kind == "bz2":
+        stream = bz2.open(path, "rb")
+    elif kind == "xz":
+        stream = lzma.open(path, "rb")
+    else:
+        stream = io.BufferedReader(_ZstdFrames(open(path, "rb")), 1 << 20)
+    return _Decompressed(stream, path, kind)  # type: ignore[return-value]
+
+
+class _ZstdFrames(io.RawIOBase):
+    """A zstd stream's frames, one after another, decompressed. Unlike the
+    package's stream reader, a stream that ends inside a frame (a file cut
+    short) raises, as gzip's, bz2's and xz's readers do, rather than
+    ending early: a truncated history is never read as a shorter one."""
+
+    def __init__(self, fh: IO[bytes]):
+        self._fh = fh
+        self._zstd = zstandard.ZstdDecompressor()
+        self._frame = self._zstd.decompressobj()
+        self._in_frame = False
+        self._out = memoryview(b"")  # decompressed, not yet read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        while not self._out:
+            data = self._fh.read(1 << 20)
+            if not data:
+                if self._in_frame:
+                    raise zstandard.ZstdError("the stream ends inside a frame (cut short)")
+                return 0
+            out = []
+            while data:
+                out.append(self._frame.decompress(data))
+                self._in_frame = True
+                if not self._frame.eof:
+                    break
+                data = self._frame.unused_data  # the next frame, if any
+                self._frame, self._in_frame = self._zstd.decompressobj(), False
+            self._out = memoryview(b"".join(out))
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
 
 
 def plain_history(path: str | os.PathLike) -> Path:
@@ -290,9 +371,9 @@ def plain_history(path: str | os.PathLike) -> Path:
     try:
         with open_history(path) as src, os.fdopen(fd, "wb") as out:
             shutil.copyfileobj(src, out, 4 << 20)
-    except DECOMPRESS_ERRORS as e:
-        copy.unlink(missing_ok=True)
-        raise damaged(path, kind, e) from None
+    except BaseException:
+        copy.unlink(missing_ok=True)  # never a partial copy left behind
+        raise
     return copy
 
 

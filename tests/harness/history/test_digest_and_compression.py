@@ -188,3 +188,21 @@ def test_zstd_without_its_package_is_refused_by_name(tmp_path, monkeypatch):
     monkeypatch.setattr(contract_module, "zstandard", None)
     with pytest.raises(UnreadableHistory, match=f"{path}: a zstd-compressed history"):
         list(read_history(path))
+
+
+@pytest.mark.parametrize("kind", ["gzip", "bz2", "xz", "zstd"])
+def test_every_reader_of_a_damaged_stream_names_the_file(tmp_path, kind):
+    """Not only the contract's reader: whoever opens a history (findings'
+    nemesis ops, a report's cited lines) gets one error naming the file."""
+    from harness.commands.findings import nemesis_ops
+
+    plain = written(tmp_path / "plain.jsonl", sidecar_too=False)
+    path = tmp_path / "history.jsonl.cmp"
+    whole = COMPRESS[kind](plain.read_bytes() * 200)
+    path.write_bytes(whole[: len(whole) // 2])  # cut in the middle of the stream
+    with pytest.raises(UnreadableHistory, match=f"{path}: a damaged {kind} stream"):
+        with contract_module.open_history(path) as fh:
+            for _ in fh:
+                pass
+    with pytest.raises(UnreadableHistory, match=str(path)):
+        nemesis_ops(path)
