@@ -1,5 +1,6 @@
-"""The README's cluster file examples load as they are written (and the
-existing cluster's one says what the README says of it)."""
+"""The README's TOML examples load as they are written, each by the reader
+it is for: cluster files (and the existing cluster's one says what the
+README says of it), a fault plan, a suite file."""
 
 import re
 from pathlib import Path
@@ -13,11 +14,32 @@ def examples() -> list[str]:
     return re.findall(r"```toml\n(.*?)```", README.read_text(), re.S)
 
 
+def cluster_files() -> list[str]:
+    return [t for t in examples() if "[[plan]]" not in t and "[[test]]" not in t]
+
+
+def test_the_readme_s_plan_and_suite_examples_load(tmp_path):
+    from harness.commands.suite import load_suite
+    from nemesis.plan.plan import load
+
+    plans = [t for t in examples() if "[[plan]]" in t]
+    suites = [t for t in examples() if "[[test]]" in t]
+    assert plans and suites
+    for i, text in enumerate(plans):
+        path = tmp_path / f"plan{i}.toml"
+        path.write_text(text)
+        assert load(path).faults(), text
+    for i, text in enumerate(suites):
+        path = tmp_path / f"suite{i}.toml"
+        path.write_text(text)
+        assert len(load_suite(path).tests) >= 2
+
+
 def test_every_cluster_file_in_the_readme_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # its key = "~/.ssh/id_ed25519"
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "id_ed25519").write_text("k")
-    found = examples()
+    found = cluster_files()
     assert len(found) >= 2
     kinds = []
     for i, text in enumerate(found):
