@@ -21,15 +21,20 @@ def heal_leftovers(nodes: list[Remote]) -> None:
 
 
 class Chain:
-    def __init__(self, name: str):
+    """An iptables chain a fault owns, jumped to first thing from `hook`
+    (INPUT: what a node hears; OUTPUT: what it sends): rules go only into
+    it, and healing flushes only it."""
+
+    def __init__(self, name: str, hook: str = "INPUT"):
         self.name = name
+        self.hook = hook
 
     def ensure(self, node: Remote) -> None:
-        """Creates the chain (empty) and jumps to it first thing from INPUT."""
-        c = self.name
+        """Creates the chain (empty) and jumps to it first thing from its hook."""
+        c, h = self.name, self.hook
         node.run(
             f"iptables -w -N {c} 2>/dev/null; iptables -w -F {c} && "
-            f"(iptables -w -C INPUT -j {c} 2>/dev/null || iptables -w -I INPUT 1 -j {c})",
+            f"(iptables -w -C {h} -j {c} 2>/dev/null || iptables -w -I {h} 1 -j {c})",
             timeout=20,
         )
 
@@ -49,8 +54,8 @@ class Chain:
         c = self.name
         try:
             node.run(
-                f"iptables -w -D INPUT -j {c} 2>/dev/null; iptables -w -F {c} 2>/dev/null; "
-                f"iptables -w -X {c} 2>/dev/null; true",
+                f"while iptables -w -D {self.hook} -j {c} 2>/dev/null; do :; done; "
+                f"iptables -w -F {c} 2>/dev/null; iptables -w -X {c} 2>/dev/null; true",
                 timeout=20,
                 check=False,
             )

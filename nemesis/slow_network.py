@@ -53,6 +53,7 @@ from workloads.install import DIST_ROOT, manifest, push_dir
 
 from . import delayer
 from .base import FaultContext, Settings
+from .iptables import Chain
 from .targets import Aim, TargetOptions, refuse_targets
 
 log = logging.getLogger(__name__)
@@ -237,40 +238,6 @@ def rate_counts(tc_output: str) -> dict[str, int]:
 
 
 # -- the fault's own iptables chain, hooked from OUTPUT ---------------------
-
-
-class OutputChain:
-    """An iptables chain the fault owns, jumped to first thing from OUTPUT:
-    rules go only into it, and healing flushes only it."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def ensure(self, node: Remote) -> None:
-        c = self.name
-        node.run(
-            f"iptables -w -N {c} 2>/dev/null; iptables -w -F {c} && "
-            f"(iptables -w -C OUTPUT -j {c} 2>/dev/null || iptables -w -I OUTPUT 1 -j {c})",
-            timeout=20,
-        )
-
-    def add(self, node: Remote, rules: list[str]) -> None:
-        node.run("; ".join(f"iptables -w -A {self.name} {r}" for r in rules) + "; true")
-        n = node.run(f"iptables -w -S {self.name} | grep -c -- '^-A'", check=False).out
-        if int(n.strip() or 0) < len(rules):
-            raise RemoteError(f"{node.name}: iptables refused rules for chain {self.name}")
-
-    def flush(self, node: Remote) -> None:
-        node.run(f"iptables -w -F {self.name} 2>/dev/null; true", timeout=20)
-
-    def remove(self, node: Remote) -> None:
-        c = self.name
-        node.run(
-            f"while iptables -w -D OUTPUT -j {c} 2>/dev/null; do :; done; "
-            f"iptables -w -F {c} 2>/dev/null; iptables -w -X {c} 2>/dev/null; true",
-            timeout=20,
-            check=False,
-        )
 
 
 # -- the delayer daemon on a node -------------------------------------------
@@ -461,7 +428,7 @@ class _Queued(_SlowNetwork):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.chain = OutputChain(self.chain_name)
+        self.chain = Chain(self.chain_name, hook="OUTPUT")
         self.binary: str | None = None
 
     def daemon(self, node: Remote) -> Daemon:
