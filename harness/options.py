@@ -126,7 +126,7 @@ def default_of(f: dataclasses.Field) -> Any:
     return f.default
 
 
-def _base(t: Any) -> tuple[Any, bool]:
+def value_type(t: Any) -> tuple[Any, bool]:
     """(the type without None, whether it is a list)."""
     args = [a for a in typing.get_args(t) if a is not type(None)]
     if typing.get_origin(t) in (typing.Union, types.UnionType):
@@ -172,7 +172,7 @@ def add_arguments(
         if flag in actions:
             actions[flag].help = actions[flag].help.rstrip(")") + f"; {default})"
             continue
-        kind, is_list = _base(t)
+        kind, is_list = value_type(t)
         kw: dict[str, Any] = {
             "dest": flag.lstrip("-").replace("-", "_"),
             "default": argparse.SUPPRESS,
@@ -213,7 +213,7 @@ def check_values(obj: Any) -> None:
         value = getattr(obj, f.name)
         if value is None:
             continue
-        kind, is_list = _base(t)
+        kind, is_list = value_type(t)
         for v in value if is_list and isinstance(value, list) else [value]:
             problem = _value_problem(f, kind, v)
             if problem:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.options import _base, csv, flag_of, options_of
+from harness.options import csv, flag_of, options_of, value_type
 from nemesis.plan.plan import DOCUMENT_KEYS
 from nemesis.plan.source import Document, read_document
 from workloads.registry import SYSTEMS
@@ -56,7 +56,7 @@ def run_fields() -> dict[str, dataclasses.Field]:
 def _value(f: dataclasses.Field, kind: Any, value: Any, where: str) -> Any:
     """A key's value as its flag would have given it: a list from a list or
     a comma-separated string; a bool only from a bool."""
-    base, is_list = _base(kind)
+    base, is_list = value_type(kind)
     if is_list:
         if isinstance(value, str):
             return csv(value)

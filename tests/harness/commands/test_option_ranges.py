@@ -18,7 +18,7 @@ from harness.commands.cli import main
 from harness.commands.demo import DemoOptions
 from harness.commands.findings import FindingsOptions
 from harness.commands.matrix import MatrixOptions
-from harness.options import _base, flag_of, options_of
+from harness.options import flag_of, options_of, value_type
 from harness.run.options import RunOptions
 from harness.run.runner import Run
 from workloads.registry import SYSTEMS
@@ -48,7 +48,7 @@ def specs() -> list[Spec]:
     owners += [("findings", None, FindingsOptions)]
     for command, system, cls in owners:
         for f, t in options_of(cls):
-            kind, is_list = _base(t)
+            kind, is_list = value_type(t)
             choices = f.metadata.get("choices")
             if kind in (int, float) or choices:
                 spec = Spec(
