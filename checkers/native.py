@@ -16,16 +16,14 @@ ever faster.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from harness.gobuild import GoProgram
 from harness.options import DEFAULT_STATE
 
 log = logging.getLogger(__name__)
@@ -34,56 +32,8 @@ SOURCE = Path(__file__).with_name("qc-convert")
 UNSURE = 3  # its exit code for a line it leaves to the exact reader
 
 
-def _source_hash() -> str:
-    h = hashlib.sha256()
-    for p in sorted(SOURCE.glob("*")):
-        if p.suffix in (".go", ".mod", ".sum"):
-            h.update(p.name.encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()[:12]
-
-
-def binary(state: Path = DEFAULT_STATE) -> Path:
-    """Where the build of the current sources lives (a changed source is a
-    new name: an old build is never run)."""
-    return Path(state).resolve() / "bin" / f"qc-convert-{_source_hash()}"
-
-
-def find(state: Path = DEFAULT_STATE) -> Path | None:
-    """The build of the current sources: in the state directory, else in the
-    checkout's own (a check run from another directory)."""
-    for where in (Path(state), Path(__file__).resolve().parents[1] / ".state"):
-        if (exe := binary(where)).exists():
-            return exe
-    return None
-
-
-def build(state: Path = DEFAULT_STATE) -> Path:
-    """Builds the converter if this source's build is missing."""
-    target = binary(state)
-    if target.exists():
-        return target
-    go = shutil.which("go")
-    if go is None:
-        raise RuntimeError("go not found: building the native converter needs the Go toolchain")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
-    p = subprocess.run(
-        [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(partial), "."],
-        cwd=SOURCE,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "CGO_ENABLED": "0"},
-    )
-    if p.returncode != 0:
-        partial.unlink(missing_ok=True)
-        lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()] or [""]
-        raise RuntimeError(f"go build of the native converter failed: {lines[-1][:400]}")
-    partial.rename(target)
-    for old in target.parent.glob("qc-convert-*"):  # builds of older sources
-        if old != target:
-            old.unlink(missing_ok=True)
-    return target
+PROGRAM = GoProgram(SOURCE, "qc-convert", "the native converter")
+binary, find, build = PROGRAM.binary, PROGRAM.find, PROGRAM.build
 
 
 def convert(history: Path, ops: Path, msgs: Path, state: Path = DEFAULT_STATE) -> dict | None:

@@ -77,6 +77,7 @@ def under(name: str, *prefixes: str) -> bool:
 GROUND = (
     "harness.history",
     "harness.options",
+    "harness.gobuild",
     "harness.names",
     "harness.rundir",
     "harness.store",
@@ -101,14 +102,19 @@ def test_every_module_lies_on_a_stated_floor():
         ("harness.history", ("harness.history",)),
         ("harness.options", ()),
         ("harness.names", ()),
+        ("harness.gobuild", ("harness.options",)),
         ("harness.rundir", ("harness.history",)),
         ("harness.store", ("harness.options", "harness.names", "harness.rundir")),
         ("harness.nodes", ("harness.nodes", "harness.options", "harness.names")),
         # brokers: the ground only; never faults, judging or the run
         ("workloads", ("workloads", *GROUND)),
         ("nemesis", ("nemesis", "workloads", *GROUND)),
-        # checkers see histories and run directories only (and read their options)
-        ("checkers", ("checkers", "harness.history", "harness.options", "harness.rundir")),
+        # checkers see histories and run directories only (and read their options;
+        # the native converter is built as every Go program of the tool is)
+        (
+            "checkers",
+            ("checkers", "harness.history", "harness.options", "harness.rundir", "harness.gobuild"),
+        ),
         ("reports", ("reports", "checkers", "nemesis", *GROUND)),
         # one run: everything but the commands
         (RUN, (RUN, *GROUND, *ABOVE_GROUND)),

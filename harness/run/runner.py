@@ -35,6 +35,7 @@ from nemesis.migrate import RollingMigration
 from nemesis.plan.plan import Plan
 from nemesis.plan.scheduler import Scheduler
 from nemesis.registry import FAULTS
+from nemesis.slow_network import heal_leftovers as heal_slow_leftovers
 from nemesis.upgrade import RollingUpgrade
 from workloads.capabilities import RollingUpgrade as Upgradable
 from workloads.capabilities import supports
@@ -72,7 +73,9 @@ def stop_leftovers(nodes: list[Remote], where: NodeOptions, existing: bool = Fal
     node says which are, instead of every system's teardown on every node
     (5 to 9 s a run, under load)."""
     heal_leftovers(nodes)
-    if not existing:  # someone else's brokers are never ours to stop
+    if not existing:  # someone else's brokers (and links: slow faults refuse them) never ours
+        # a chain left queueing to no delayer would drop every packet it takes
+        heal_slow_leftovers(nodes, where.data_base())
         dbs = [cls.leftover_db(nodes, where.data_base()) for cls in SYSTEMS.values()]
 
         def sweep(node: Remote) -> None:

@@ -73,16 +73,23 @@ def main() -> int:
     open_it = f'R = dets:open_file(meta, [{{file, "{table}"}}])'
     daemon = mount(fs, backing, mnt, pidfile)
     try:
-        erl(f"{open_it}, ok = dets:insert(meta, {{qq, 1, n1, 7}}), ok = dets:sync(meta), "
-            "ok = dets:insert(meta, {qq, 2, n2, 9}), timer:sleep(200)")
+        erl(
+            f"{open_it}, ok = dets:insert(meta, {{qq, 1, n1, 7}}), ok = dets:sync(meta), "
+            "ok = dets:insert(meta, {qq, 2, n2, 9}), timer:sleep(200)"
+        )
         os.setxattr(mnt, CHECKPOINT, b"1")
-        print(f"1. table on disk, not properly closed: {(backing / 'meta.dets').stat().st_size} bytes")
+        print(
+            f"1. table on disk, not properly closed: {(backing / 'meta.dets').stat().st_size} bytes"
+        )
         trace = work / "repair.strace"
         said = erl(f'{open_it}, io:format("~p~n", [R])', trace)
         print(f"2. reopened: {said!r}")
         if trace.exists():
-            calls = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()
-                     if "meta.dets" in line or "fsync" in line or "fdatasync" in line]
+            calls = [
+                line.split(" ", 1)[1]
+                for line in trace.read_text().splitlines()
+                if "meta.dets" in line or "fsync" in line or "fdatasync" in line
+            ]
             for call in calls:
                 print(f"   {call}")
         print(f"   on disk before the cut: {(backing / 'meta.dets').stat().st_size} bytes")

@@ -13,10 +13,12 @@ CLAIMS: list[Row] = [
     (
         # a share group's loss is share-at-least-once's: it archives records
         # at their delivery limit, some acquired by reads nobody saw
-        lambda c: _durable(c)
-        and _kept(c)
-        and not c.get("auto_commit")
-        and c.get("consumer_mode") != "share",
+        lambda c: (
+            _durable(c)
+            and _kept(c)
+            and not c.get("auto_commit")
+            and c.get("consumer_mode") != "share"
+        ),
         ("at-least-once",),
         "Kafka docs, Design 'Replication' and producer config 'acks': with acks=all a "
         "record is acknowledged once every in-sync replica has it, and is not lost as long "
