@@ -80,8 +80,9 @@ class NemesisOptions:
     )
     nemesis_plan: str | None = option(
         None,
-        "a plan file (TOML): the run's faults as steps, instead of --nemesis, its rhythm and "
-        "--nemesis-profile (`queuecheck plan show` prints the plan flags or a file make)",
+        "a plan file (TOML), or the name of a plan in nemesis/plans/: the run's faults as "
+        "steps, instead of --nemesis, its rhythm and --nemesis-profile (`queuecheck plan "
+        "show` prints the plan flags or a file make; `plan list` the shipped plans)",
         metavar="FILE",
     )
 

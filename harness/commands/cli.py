@@ -331,8 +331,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """`plan show`: the plan a file or the flags make, checked against the
-    run's broker as a run would, printed as TOML, nothing run; `plan steps`:
-    the vocabulary, from the step registry."""
+    run's broker as a run would, printed as TOML, nothing run; `plan list`:
+    the shipped plans; `plan steps`: the vocabulary, from the step registry."""
     if args.plan_command == "steps":
         from nemesis.plan.registry import STEPS
 
@@ -341,6 +341,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
             out.print(escape(f"{key}: {step.summary}"))
             for name, what in step.takes.items():
                 out.print(escape(f"    {name}: {what}"))
+        return 0
+    if args.plan_command == "list":
+        from nemesis.plan.plan import load, shipped
+
+        for name in shipped():
+            _out().print(escape(f"{name}: {load(name).summary}"))
         return 0
     if args.file:
         if getattr(args, "nemesis_plan", None):
@@ -482,13 +488,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p, RunOptions, skip={f.name for f in fields(RunOptions)} - REPLAY_OVERRIDES)
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("plan", help="fault plans: show the plan a file or flags make; steps")
+    p = sub.add_parser(
+        "plan", help="fault plans: show the plan a file or flags make; the shipped plans; steps"
+    )
     plans = p.add_subparsers(dest="plan_command", required=True)
     q = plans.add_parser(
         "show", help="the plan a file or the run's flags make, checked, as TOML (nothing runs)"
     )
-    q.add_argument("file", nargs="?", help="a plan file (TOML); default: the flags' plan")
+    q.add_argument(
+        "file", nargs="?", help="a plan file (TOML) or a shipped plan's name; default: the flags'"
+    )
     _add_run_arguments(q)
+    plans.add_parser("list", help="the plans in nemesis/plans/, each with its summary")
     plans.add_parser("steps", help="every plan step and combinator, with the keys it takes")
     p.set_defaults(func=cmd_plan)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.options import csv, flag_of, options_of, value_type
-from nemesis.plan.plan import DOCUMENT_KEYS
+from nemesis.plan.plan import DOCUMENT_KEYS, shipped
 from nemesis.plan.source import Document, read_document
 from workloads.registry import SYSTEMS
 
@@ -91,7 +91,9 @@ def read_spec(document: Document, table: dict[str, Any], path: str = "") -> Spec
             f = own[flag]
             value = _value(f, _type_of(RunOptions, f), value, where)
             if f.name in RELATIVE and isinstance(value, str):
-                value = str(Path(document.name).parent / value)
+                beside = Path(document.name).parent / value
+                if f.name != "nemesis_plan" or beside.exists() or value not in shipped():
+                    value = str(beside)  # else a shipped plan's name
             spec.values[f.name] = value
         elif flag in theirs:
             f, kind = theirs[flag]

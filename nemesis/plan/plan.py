@@ -122,9 +122,31 @@ def from_document(document: Document, beside_a_test: bool = False) -> Plan:
     return Plan(SequenceStep(root_table.where, True, steps_parsed), document.name, summary)
 
 
+SHIPPED = Path(__file__).resolve().parents[1] / "plans"  # nemesis/plans/: plans by name
+
+
+def shipped() -> list[str]:
+    """The names of the plans that come with the tool."""
+    return sorted(p.stem for p in SHIPPED.glob("*.toml"))
+
+
+def locate(path: str | Path) -> Path:
+    """A plan file's path: a path as given, or a shipped plan's name
+    (`nats-split-brain`) where no such file is here."""
+    given = Path(path)
+    if not given.exists() and given.name == str(path) and not given.suffix:
+        if (SHIPPED / f"{path}.toml").exists():
+            return SHIPPED / f"{path}.toml"
+        raise PlanError(
+            f"{path}: no such plan file, nor a shipped plan (they are: {', '.join(shipped())})"
+        )
+    return given
+
+
 def load(path: str | Path, beside_a_test: bool = False) -> Plan:
-    """A plan file (TOML, or JSON by its suffix), or a test file's plan."""
-    return from_document(read_document(Path(path)), beside_a_test)
+    """A plan file (TOML, or JSON by its suffix) or a shipped plan's name,
+    or a test file's plan."""
+    return from_document(read_document(locate(path)), beside_a_test)
 
 
 def from_data(data: dict[str, Any], name: str = "test.json") -> Plan:

@@ -395,3 +395,15 @@ def test_no_step_takes_a_key_that_names_a_step():
 
     for key, step in STEPS.items():
         assert not set(step.takes) & set(STEPS), (key, set(step.takes) & set(STEPS))
+
+
+def test_a_shipped_plan_is_found_by_its_name_and_a_wrong_name_lists_them(tmp_path, monkeypatch):
+    from nemesis.plan.plan import shipped
+
+    monkeypatch.chdir(tmp_path)  # not where nemesis/plans/ is
+    assert "nats-split-brain" in shipped()
+    assert load("nats-split-brain").data() == load(PLANS / "nats-split-brain.toml").data()
+    with pytest.raises(PlanError, match=r"nats-split-brian: no such plan file.*nats-split-brain"):
+        load("nats-split-brian")
+    (tmp_path / "nats-split-brain").write_text("[[plan]]\nsleep = 1\n")
+    assert load("nats-split-brain").data() != load(PLANS / "nats-split-brain.toml").data()

@@ -160,3 +160,14 @@ def test_a_test_not_yet_run_is_said_so(tmp_path):
     assert isinstance(suite.tests[1], SuiteTest)
     summary = _write(suite, tmp_path)
     assert summary["tests"][1]["error"] == "not run" and summary["exit"] == 2
+
+
+def test_a_test_file_names_a_shipped_plan_or_a_plan_beside_it(tmp_path):
+    text = 'system = "nats"\nnodes = 5\nnemesis-plan = "nats-split-brain"\n'
+    spec = load_spec(write(tmp_path, "t.toml", text))
+    opts = spec_options(spec, {"store": str(tmp_path / "store")}, {})
+    assert opts.nemesis == ["pause", "kill"]
+    assert opts.fault_plan.source.endswith("nemesis/plans/nats-split-brain.toml")
+    write(tmp_path, "nats-split-brain", '[[plan]]\nfault = "kill"\n')  # beside it: its own
+    opts = spec_options(load_spec(tmp_path / "t.toml"), {"store": str(tmp_path / "store")}, {})
+    assert opts.nemesis == ["kill"]
