@@ -389,20 +389,11 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         system.add_arguments(p)
 
 
-# what a replay may change of the run it replays: where it runs and is kept
+# what a replay may change of the run it replays: where it runs (the nodes,
+# but not how many) and is kept, how it is checked, and the seed
 REPLAY_OVERRIDES = {
-    "store",
-    "cluster_file",
-    "subnet",
-    "bridge",
-    "prefix",
-    "state",
-    "driver",
-    "docker_host",
-    "docker_image",
-    "spark_master",
-    "driver_memory",
-    "spark_conf",
+    *(f.name for f in fields(NodeOptions) if f.name != "nodes"),
+    *(f.name for cls in (StoreOptions, SparkOptions) for f in fields(cls)),
     "seed",
 }
 

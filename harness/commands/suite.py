@@ -29,7 +29,7 @@ from reports.junit import junit_suite
 
 from ..names import bad_name
 from ..run.spec import Spec, SpecError, read_spec, spec_options
-from ..rundir import write_json, write_text
+from ..rundir import RunDir, write_json, write_text
 from ..store import fresh_dir
 
 SUITE_KEYS = {"name": "the suite's name (default: the file's)", "test": "its tests, in order"}
@@ -158,7 +158,7 @@ def _write(suite: Suite, out_dir: Path) -> dict[str, Any]:
         if doc is not None:
             claimed = {p: v["valid"] for p, v in doc["properties"].items() if v["claimed"]}
             row.update(valid=doc["valid"], claimed=claimed, counts=doc.get("counts", {}))
-            suites.append(junit_suite(doc, test.name))
+            suites.append(junit_suite(doc, test.name, RunDir.at(test.run) if test.run else None))
         elif test.run is not None or test.error is not None:
             row["error"] = test.error
             failed = ET.Element("testsuite", name=f"queuecheck.{test.name}", tests="1", errors="1")

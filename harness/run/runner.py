@@ -236,6 +236,7 @@ class Run:
     def execute(self) -> tuple[Path, dict[str, Any] | None]:
         """Runs the test; returns the run directory and the results (None if not checked)."""
         opts = self.opts
+        began = time.monotonic()
         self.run_dir = run = new_run_dir(opts.test_name(), Path(opts.store))
         handler = _log_to(run)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -261,6 +262,7 @@ class Run:
                 self.progress.done()
                 self.progress.phase("teardown: logs, heal, stop brokers")
                 self.undo.unwind()
+                self.stats["run-seconds"] = round(time.monotonic() - began, 1)  # junit's time
                 run.write_stats(self.stats)
             signal.signal(signal.SIGTERM, old_term)
             signal.signal(signal.SIGINT, old_int)

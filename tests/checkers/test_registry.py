@@ -68,7 +68,8 @@ def test_one_registry_line_brings_a_checker_into_every_report(monkeypatch, tmp_p
     assert "echo=1" in out.getvalue() and "echo: id 7 @ 3" in out.getvalue()
     assert "echo=1" in _verdict_table(doc)
     failure = ET.fromstring(junit_xml(doc, "t")).find(".//testcase[@name='echo-free']/failure")
-    assert failure is not None and "echo: id 7 at history 3" in failure.get("message")
+    assert failure is not None and "echo=1" in failure.get("message")
+    assert "echo: id 7 at history 3" in failure.text
     # compare: a new kind of this checker's anomaly fails B against A
     a = make_run(tmp_path, stamp="20260101T000000", counts={"echo": 0})
     b = make_run(tmp_path, stamp="20260101T000001", counts={"echo": 2})

@@ -49,7 +49,11 @@ def test_junit_has_one_case_per_property_and_fails_only_claimed_violations():
     assert suite.get("tests") == "3" and suite.get("failures") == "1"
     assert suite.get("errors") == "1" and suite.get("skipped") == "1"
     failure = cases["at-least-once"].find("failure")
-    assert "lost=1" in failure.get("message") and "id 3 at history 4, 5" in failure.get("message")
+    assert failure.get("message") == "acknowledged=3; lost=1"  # said once, not again as a reason
+    assert failure.text == "lost: id 3 at history 4, 5"
+    props = {p.get("name"): p.get("value") for p in cases["at-least-once"].iter("property")}
+    assert props == {"acknowledged": "3", "lost": "1"}
+    assert suite.get("time") == "0" and suite.get("timestamp") is None  # no run directory
     assert cases["exactly-once-effect"].find("error") is not None
     assert "observed violated" in cases["at-most-once"].find("skipped").get("message")
 
@@ -258,3 +262,43 @@ def test_html_report_without_the_brokers_state_says_so(spark, run_dir):
         RunDir.at(run_dir), DOC, {"name": "demo"}, plot_data(spark, run_dir / "history.jsonl")
     )
     assert "Not read (an older run, or --no-cross-check)" in page
+
+
+def test_junit_of_a_run_has_its_start_seconds_report_and_a_pass_s_evidence(tmp_path):
+    from harness.rundir import RunDir
+
+    run = RunDir.at(tmp_path)
+    run.test.write_text('{"started": "2026-12-06T12:43:29+0000"}')
+    run.stats.write_text('{"run-seconds": 93.4}')
+    doc = {**DOC, "properties": {**DOC["properties"]}}
+    doc["properties"]["at-least-once"] = {"claimed": True, "valid": True}
+    doc["counts"] = {**DOC["counts"], "lost": 0}
+    root = ET.fromstring(junit_xml(doc, "rabbitmq-quorum", run))
+    suite = root.find("testsuite")
+    assert (suite.get("timestamp"), suite.get("time")) == ("2026-12-06T12:43:29", "93.4")
+    about = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert about == {"run": str(tmp_path), "report": str(run.report)}
+    case = next(c for c in suite.findall("testcase") if c.get("name") == "at-least-once")
+    assert case.find("system-out").text == "held: acknowledged=3; lost=0"
+
+
+def test_junit_of_a_run_loads_in_a_junit_parser_with_its_times_and_counts(tmp_path):
+    """As a CI server reads it: junitparser, JUnit's schema's names."""
+    from junitparser import JUnitXml
+
+    from harness.rundir import RunDir
+
+    run = RunDir.at(tmp_path)
+    run.test.write_text('{"started": "2026-12-06T12:43:29+0000"}')
+    run.stats.write_text('{"run-seconds": 93.4}')
+    (tmp_path / "junit.xml").write_text(junit_xml(DOC, "rabbitmq-quorum", run))
+    suite = next(iter(JUnitXml.fromfile(str(tmp_path / "junit.xml"))))
+    assert suite.time == 93.4 and suite.timestamp == "2026-12-06T12:43:29"
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (3, 1, 1, 1)
+    case = next(c for c in suite if c.name == "at-least-once")
+    assert not case.is_passed and case.result[0].message == "acknowledged=3; lost=1"
+    assert {p.name: p.value for p in suite.properties()} == {
+        "run": str(tmp_path),
+        "report": str(run.report),
+    }
+    assert case.time == 0  # judged together: the suite's time is the run's
