@@ -50,8 +50,9 @@ def document(suites: list[ET.Element]) -> str:
 
 
 def _when(run: RunDir | None) -> tuple[str | None, float | None]:
-    """The run's start (JUnit's timestamp: ISO 8601, no zone; test.json's is
-    UTC) and its seconds, set-up to teardown (stats.json), where known."""
+    """The run's start (JUnit's timestamp: ISO 8601 without the zone
+    test.json's has) and its seconds, set-up to teardown (stats.json), where
+    known."""
     if run is None:
         return None, None
     try:

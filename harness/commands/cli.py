@@ -398,6 +398,16 @@ REPLAY_OVERRIDES = {
 }
 
 
+class _Version(argparse.Action):
+    """--version, asked of git only when given (not on every command)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        from harness.version import tool_version
+
+        print(f"queuecheck {tool_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.commands.demo import DemoOptions
     from harness.commands.findings import FindingsOptions
@@ -407,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(
         prog="queuecheck", description="Delivery checker for real message queues."
+    )
+    ap.add_argument(
+        "--version", action=_Version, nargs=0, help="the package's version and git commit"
     )
     sub = ap.add_subparsers(dest="command", required=True)
 

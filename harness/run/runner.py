@@ -52,6 +52,7 @@ from ..nodes.remote import Remote, on_all
 from ..options import OptionError
 from ..rundir import RunDir, write_json
 from ..store import new_run_dir, point_latest
+from ..version import tool_version
 from .final import drain, drain_plan, write_effects
 from .generator import QueueOps
 from .interpreter import Interpreter
@@ -418,6 +419,7 @@ class Run:
         doc.update(
             name=name,
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            queuecheck=tool_version(),  # the code that ran it
             nodes=[{"name": n.name, "host": n.spec.host} for n in nodes],
             config=system.record(),
             claims=claims,

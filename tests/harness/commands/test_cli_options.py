@@ -1,10 +1,13 @@
 """Bad options get one clear error naming the option, and exit 2, before
 anything is started."""
 
+import subprocess
+
 import pytest
 
 from harness.commands.cli import main
 from harness.run.options import RunError, RunOptions
+from tests.paths import ROOT
 
 
 @pytest.mark.parametrize(
@@ -152,3 +155,14 @@ def test_an_existing_cluster_of_another_broker_is_refused_before_any_node_is_rea
     assert main(argv) == 2
     err = capsys.readouterr().err.replace("\n", " ")
     assert f"{path}: [existing] runs kafka, not --system rabbitmq" in err
+
+
+def test_version_names_the_package_and_the_commit_and_exits_0(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    said = capsys.readouterr().out
+    assert said.startswith("queuecheck 0.") and f"(git {head}" in said, said
