@@ -10,7 +10,9 @@ named here and nowhere else.
     latency.json   `queuecheck compare`'s cache of the history's latencies
     brokers/       what the brokers held after the drain: state.json, and per
                    node the records of its replicas (the cross-check's input)
-    harness.log    the harness's own log; nodes/<node>/ the brokers' logs
+    harness.log    the harness's own log; clients.log the client libraries'
+                   (warnings and errors; everything with --debug);
+                   nodes/<node>/ the brokers' logs
 
 `RunDir.find(path)` takes what a user names: a run directory (store/latest
 too) or a history file anywhere (its directory is then the run's).
@@ -38,6 +40,7 @@ REPORT_FILE = "report.html"
 JUNIT_FILE = "junit.xml"
 LATENCY_FILE = "latency.json"
 LOG_FILE = "harness.log"
+CLIENTS_LOG_FILE = "clients.log"
 NODE_LOGS = "nodes"
 BROKERS = "brokers"
 BROKER_STATE = "state.json"
@@ -107,7 +110,7 @@ def write_json(path: Path, doc: Any, **dumps: Any) -> Path:
 
 # What a run recorded, which no derived file (results.json, a report) may
 # ever be written over: its files by name, and everything under these.
-RECORDED_FILES = (TEST_FILE, HISTORY_FILE, STATS_FILE, LOG_FILE)
+RECORDED_FILES = (TEST_FILE, HISTORY_FILE, STATS_FILE, LOG_FILE, CLIENTS_LOG_FILE)
 RECORDED_DIRS = (BROKERS, NODE_LOGS)
 
 
@@ -202,6 +205,10 @@ class RunDir:
     @property
     def log(self) -> Path:
         return self.path / LOG_FILE
+
+    @property
+    def clients_log(self) -> Path:
+        return self.path / CLIENTS_LOG_FILE
 
     @property
     def brokers(self) -> Path:

@@ -109,6 +109,7 @@ def digest(root: Path) -> str:
         parts.append(f"run {run}")
         parts += history_lines(run / "history.jsonl")
         parts += log_alarms(run / "harness.log", 15, ours)
+        parts += log_alarms(run / "clients.log", 5)  # the client libraries' last alarms
         for node in sorted((run / "nodes").glob("*")):
             for pattern in BROKER_LOGS:
                 for log in sorted(node.glob(pattern)):

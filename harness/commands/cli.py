@@ -539,7 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--debug",
             action="store_true",
             default=argparse.SUPPRESS,
-            help="show the traceback of an error",
+            help="show the traceback of an error; a run's clients.log keeps all the client "
+            "libraries log (else their warnings and errors)",
         )
     return ap
 
@@ -566,6 +567,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
+    if debug:
+        import logging
+
+        from harness.run import runner
+
+        runner.CLIENT_LOG_LEVEL = logging.DEBUG  # clients.log keeps every line
     try:
         return args.func(args)
     except HistoryError as e:

@@ -150,16 +150,35 @@ def make_faults(
     return faults
 
 
-def _log_to(run: RunDir) -> logging.Handler:
-    handler = logging.FileHandler(run.log)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+OWN_LOGGERS = ("harness", "nemesis", "workloads", "checkers", "reports", "tests", "__main__")
+# what the client libraries log goes to clients.log from this level up; --debug: all
+CLIENT_LOG_LEVEL = logging.WARNING
+
+
+def _ours(record: logging.LogRecord) -> bool:
+    return record.name.split(".", 1)[0] in OWN_LOGGERS
+
+
+def _log_to(run: RunDir) -> list[logging.Handler]:
+    """harness.log: the harness's own lines; clients.log: the client
+    libraries' (kafka-python logs every retry: thousands of lines a run),
+    warnings and errors unless --debug, made only when one comes."""
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    own = logging.FileHandler(run.log)
+    own.addFilter(_ours)
+    clients = logging.FileHandler(run.clients_log, delay=True)
+    clients.addFilter(lambda record: not _ours(record))
+    clients.setLevel(CLIENT_LOG_LEVEL)
     root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    logging.getLogger("paramiko").setLevel(logging.WARNING)
-    # pika logs every lost connection with a traceback; the history has them.
-    logging.getLogger("pika").setLevel(logging.CRITICAL)
-    return handler
+    for handler in (own, clients):
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    root.setLevel(min(logging.INFO, CLIENT_LOG_LEVEL))
+    if CLIENT_LOG_LEVEL > logging.DEBUG:
+        logging.getLogger("paramiko").setLevel(logging.WARNING)
+        # pika logs every lost connection with a traceback; the history has them.
+        logging.getLogger("pika").setLevel(logging.CRITICAL)
+    return [own, clients]
 
 
 class Interrupted(Exception):
@@ -239,7 +258,7 @@ class Run:
         opts = self.opts
         began = time.monotonic()
         self.run_dir = run = new_run_dir(opts.test_name(), Path(opts.store))
-        handler = _log_to(run)
+        handlers = _log_to(run)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
         # Ctrl-C heals even where it was ignored when the process began (a
         # shell's background job): Python then leaves SIGINT ignored
@@ -267,8 +286,9 @@ class Run:
                 run.write_stats(self.stats)
             signal.signal(signal.SIGTERM, old_term)
             signal.signal(signal.SIGINT, old_int)
-            logging.getLogger().removeHandler(handler)
-            handler.close()
+            for handler in handlers:
+                logging.getLogger().removeHandler(handler)
+                handler.close()
         if interrupted:
             raise Interrupted(str(run))
         if not opts.check:
