@@ -52,6 +52,7 @@ from checkers.brokers import ANOMALIES as BROKER_ANOMALIES
 from checkers.brokers import PROPERTY as BROKER_AGREES
 from checkers.options import SparkOptions
 from checkers.registry import property_rule
+from nemesis.plan.plan import load
 from nemesis.profiles import PROFILES
 from nemesis.registry import NemesisOptions
 from workloads.presets import CONTROL, KNOWN_BAD, KNOWN_FINDING, Finding
@@ -126,9 +127,12 @@ def as_expected(finding: Finding, seen: dict[str, str]) -> bool:
 
 
 def named_faults(finding: Finding) -> list[str]:
-    """The fault kinds the row's runs start: its `nemesis`, else its
-    profile's, else the default (as RunOptions resolves them, unbuilt)."""
+    """The fault kinds the row's runs start: its plan's, its `nemesis`, else
+    its profile's, else the default (as RunOptions resolves them, unbuilt)."""
     options = finding.preset.options
+    if options.get("nemesis_plan"):
+        steps = load(options["nemesis_plan"]).faults()
+        return list(dict.fromkeys(step.kind for step in steps))
     if "nemesis" in options:
         return list(options["nemesis"])
     profile = PROFILES.get(options.get("nemesis_profile") or "", ("", {}))[1]

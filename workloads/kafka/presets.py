@@ -13,15 +13,10 @@ TXN_SINK = "kafka-txn"  # the consume-transform-produce sink (txn_sink.py)
 # of 10 runs caught). Cut replication alone: the leader shrinks the set to
 # itself (replica.lag.time.max.ms, 5 s) and, if min.insync.replicas allows,
 # acknowledges alone; 10 s into the cut it is killed, and the controller,
-# finding no in-sync replica alive, may elect one that lacks those writes.
-REPLICATION_CUT_THEN_KILL = {
-    "nemesis_profile": "leaders",
-    "fault_targets": ["primaries"],  # the leaders alone, as measured (not the coordinators)
-    "partition_shapes": ["isolate-primary-data"],
-    "nemesis_overlap": True,  # the kill half an interval into the cut
-    "nemesis_interval": 20.0,
-    **ENQUEUE_THEN_DRAIN,
-}
+# finding no in-sync replica alive, may elect one that lacks those writes
+# (the plan nemesis/plans/kafka-cut-then-kill.toml: measured as the flags'
+# overlapping rhythm, `leaders` at 20 s, whose moments it keeps).
+REPLICATION_CUT_THEN_KILL = {"nemesis_plan": "kafka-cut-then-kill", **ENQUEUE_THEN_DRAIN}
 
 # REPLICATION_CUT_THEN_KILL with the leader's disk filled instead of a
 # kill: its next write fails with ENOSPC, its only log directory goes

@@ -29,6 +29,7 @@ from harness.commands.findings import (
     summarise,
 )
 from harness.run.options import RunOptions
+from nemesis.plan.plan import load
 from workloads.kafka.db import KafkaOptions
 from workloads.presets import CONTROL, KNOWN_BAD, KNOWN_FINDING, Finding, KnownFinding, Preset
 
@@ -401,7 +402,9 @@ def test_the_unclean_elections_control_meets_the_same_faults_on_a_safe_configura
     assert (bad.kind, good.kind) == (KNOWN_BAD, CONTROL)
     strip = lambda f: {k: v for k, v in f.preset.options.items() if k != "system_options"}  # noqa: E731
     assert strip(bad) == strip(good)
-    assert strip(good)["partition_shapes"] == ["isolate-primary-data"]
+    cut, kill = load(strip(good)["nemesis_plan"]).faults()
+    assert cut.settings == {"partition_shapes": ["isolate-primary-data"]}  # replication alone
+    assert (kill.kind, kill.target) == ("kill", "primaries")
     safe, unsafe = good.preset.options["system_options"], bad.preset.options["system_options"]
     assert (unsafe["min_insync_replicas"], unsafe["unclean_leader_election"]) == (1, True)
     assert "min_insync_replicas" not in safe and "unclean_leader_election" not in safe
