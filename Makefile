@@ -45,7 +45,7 @@ APT_INSTALL = missing=$$(for p in $(APT_PACKAGES); do \
 	    apt-get update && apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-.PHONY: setup kafka-jars nats-server demo matrix findings detection test unit bench fuzz lint clean
+.PHONY: setup kafka-jars nats-server demo matrix findings detection test docs reference unit bench fuzz lint clean
 
 setup: $(APT_STAMP) $(PIP_STAMP)
 	$(call step,Spark's class archive (a faster JVM start),spark-class-archive,$(BIN)/python -m checkers.class_archive)
@@ -88,8 +88,17 @@ detection: setup kafka-jars
 
 # Two workers: the cluster tests' modules in one, in order; the rest beside
 # them, niced (tests/conftest.py).
-test: setup kafka-jars nats-server
+test: setup kafka-jars nats-server docs
 	$(BIN)/pytest -q --durations=12 -n 3
+
+# The docs site (docs/, mkdocs.yml) into site/; a broken link or anchor fails
+# the build. Its reference pages are made from the code by `make reference`
+# (a test fails while a committed one differs from what the code makes).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+reference: setup
+	$(BIN)/python -m harness.commands.reference
 
 unit: setup
 	$(BIN)/pytest -q -m 'not integration'

@@ -83,8 +83,8 @@ class FileFaultOptions:
     file_kinds: list[str] = option(
         default_factory=list,
         help="which kinds of the broker's data files file-corruption changes, comma-separated "
-        "(each broker names its own: README's fault options; a kind it lacks is refused with "
-        "the list); default: its message data",
+        "(each broker names its own: docs/faults.md, File corruption; a kind it lacks is "
+        "refused with the list); default: its message data",
     )
     file_restart: str = option(
         default="together",

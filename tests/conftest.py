@@ -15,7 +15,7 @@ from tests.paths import ROOT
 # - "units": every other test (Spark's golden and agreement tests take the
 #   CPU), niced more, beside both.
 # With two workers (the light modules with the units) the units' worker was
-# the suite's length: 99 minutes in a CI run, the cluster's 78 (README, tests/).
+# the suite's length: 99 minutes in a CI run, the cluster's 78 (docs/architecture.md, tests/).
 # Made here: xdist's own loadgroup cannot name groups under pytest 9.2.
 CLUSTER_GROUP, LIGHT_GROUP, UNIT_GROUP = "cluster", "light", "units"
 MARKS = ("pytest.mark.integration", "pytest.mark.timing")

@@ -29,7 +29,8 @@ DEFAULT_MIN_ACKNOWLEDGED = 1000  # a control run that acknowledged fewer proves 
 class KnownFinding:
     """A control that is not: a documented violation of a property the
     setup claims, measured `caught` times in `runs` (`measured_on`: the
-    conditions) and written up at `write_up` (a README section)."""
+    conditions) and written up at `write_up` (a docs page and its section:
+    "docs/nats.md: NATS JetStream")."""
 
     caught: int
     runs: int

@@ -1,5 +1,5 @@
 """Does Erlang's dets repair survive a power cut? (the cause behind the
-rabbitmq-quorum-power-loss control that never served again; README,
+rabbitmq-quorum-power-loss control that never served again; docs/findings.md,
 "RabbitMQ, a power cut while a table is repaired").
 
 On this machine, no cluster: the project's lazyfs (workloads/lazyfs/fs.py,

@@ -4,7 +4,7 @@ whose receives take their offsets from anywhere in the log, in random order
 their orderly twin (the same sends read in order). What the disorder costs
 is a measurement, not a test: `make bench` checks a million of each side by
 side in one process and prints both (`--shapes hostile,hostile-orderly`;
-README, "Benchmark"); before, each jump's gap was walked span by span,
+docs/benchmark.md); before, each jump's gap was walked span by span,
 and a 10M-message history of this shape ran for more than 15 minutes."""
 
 from __future__ import annotations

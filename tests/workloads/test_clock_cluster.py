@@ -6,7 +6,7 @@ Kafka's leader stamps a LogAppendTime record with its clock, and deletes by
 retention on it; RabbitMQ's VM
 answers os:system_time (its erlang:system_time, in multi-time-warp mode,
 follows too, but only once ERTS next compares it with the OS's clock: 35
-and 60 s after a jump, measured here; README, Clocks); nats-server gives
+and 60 s after a jump, measured here; docs/faults.md, Clocks); nats-server gives
 its time.Now in /varz."""
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def test_a_rabbitmq_node_s_vm_reads_the_clock_the_fault_set(rabbit):
 
 def test_a_nats_server_s_own_clock_follows_the_fault(nats):
     """nats-server is a static Go program: libfaketime cannot move its clock
-    (README, Clocks), so --faketime runs a build whose time.Now adds the
+    (docs/faults.md, Clocks), so --faketime runs a build whose time.Now adds the
     offset (workloads/nats/goclock/). /varz's `now` is that time.Now."""
 
     def read_clocks() -> dict[str, tuple[float, float, float]]:

@@ -113,7 +113,7 @@ CLAIMS: list[Row] = [
         "kafka-python (3.0.x) keeps a partition's position across a generation its consumer "
         "missed (eager protocol, a SyncGroup that failed on a new rebalance): given the "
         "partition back it reads from where it was, not from the committed offset, and a "
-        "consume-transform-produce loop commits that input's output twice (README: "
+        "consume-transform-produce loop commits that input's output twice (docs/findings.md: "
         "kafka-python, a missed generation; known finding kafka-python-txn-missed-generation)",
     ),
     (

@@ -491,7 +491,7 @@ FINDINGS = [
             17,
             "40 s, seeds 1 to 10 once and 1 to 5 with seed 2 twice, Kafka 4.3.1, "
             "kafka-python 3.0.12",
-            "README: kafka-python, a missed generation",
+            "docs/findings.md: kafka-python, a missed generation",
         ),
     ),
     Finding(
@@ -576,7 +576,10 @@ FINDINGS = [
         "replicas, the last known leader), whatever its log holds; when that is the one "
         "cut short, the other two truncate to it",
         known_finding=KnownFinding(
-            8, 10, "40 s, seeds 1 to 10, Kafka 4.3.1, ELR on", "README: Eligible leader replicas"
+            8,
+            10,
+            "40 s, seeds 1 to 10, Kafka 4.3.1, ELR on",
+            "docs/faults.md: Eligible leader replicas",
         ),
     ),
     *(

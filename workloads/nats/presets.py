@@ -77,7 +77,7 @@ MATRIX = [
 
 # The known findings' measurement, and where they are written up.
 MEASURED = "40 s, seeds 1 to 10, NATS 2.15.2"
-WRITE_UP = "README: NATS JetStream"
+WRITE_UP = "docs/nats.md: NATS JetStream"
 
 FINDINGS = [
     Finding(
@@ -127,7 +127,7 @@ FINDINGS = [
             "or cut short",
             # Older blocks: a message damaged in the block being written is
             # still in the server's Raft log, which repairs it at the
-            # restart; aimed at any block the row caught 1 of 10 (README).
+            # restart; aimed at any block the row caught 1 of 10 (docs/nats.md).
             # Every 10 s for 60 s: a stream's first block fills after some
             # 40,000 messages, and a strike before that finds no older block
             # (40 s runs struck every 20 s missed so 1 in 15, every 10 s 1 in 5).

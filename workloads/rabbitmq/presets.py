@@ -245,7 +245,7 @@ FINDINGS = [
                     "nemesis_profile": "power-loss",
                     # each cut once every node serves again: a cut while a node
                     # boots can leave a table Erlang's dets was repairing
-                    # unreadable, and the node never starts (README, "RabbitMQ,
+                    # unreadable, and the node never starts (docs/findings.md, "RabbitMQ,
                     # a power cut while a table is repaired"), a finding of its own
                     "nemesis_await_recovery": True,
                     **ENQUEUE_THEN_DRAIN,

@@ -238,7 +238,7 @@ def test_a_stream_s_members_moved_one_at_a_time_keeps_every_acked_message(cluste
         held = {"valid": True, "claimed": True, "exercised": True}
         assert doc["properties"]["at-least-once"] == held
         return
-    # NATS 2.15.2 (README, the membership finding): a move can leave the
+    # NATS 2.15.2 (docs/nats.md, the membership finding): a move can leave the
     # durable consumer's Raft group with one member that is never healthy
     # again, not even after every server is restarted (the servers' logs:
     # `Evicted peers [...], cluster size is now 1` on the consumer's group,
@@ -326,7 +326,7 @@ def test_one_server_s_raft_log_cut_short_at_a_time_loses_nothing(cluster, tmp_pa
     servers hold every acknowledged message, so the damaged one catches up
     from them: nothing acknowledged lost, every server's copy the same at the
     end. (A bit flipped in a stream's message block is not survived: the
-    nats-file-corruption-one finding, README.) The consumers are ordered
+    nats-file-corruption-one finding, docs/nats.md.) The consumers are ordered
     readers (`--nats-consumers ordered`), one on each server: each reads the
     stream in order and without a gap, through its own server's kill
     (subscribing again after the last sequence it handed over)."""

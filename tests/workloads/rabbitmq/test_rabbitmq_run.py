@@ -42,7 +42,7 @@ def run(state, tmp_path, **kw):
 SEED_LAZYFS = 5  # the disk fills first, then the power goes
 DISK_ALARM_SET = re.compile(r"disk resource limit alarm set on node 'rabbit@[\d.]+\.(\d+)'")
 DISK_ALARM_CLEARED = re.compile(r"disk resource limit alarm cleared across the cluster")
-# RabbitMQ 3.10.8 (README, the meta.dets finding): Ra's meta store reopened
+# RabbitMQ 3.10.8 (docs/faults.md, the meta.dets finding): Ra's meta store reopened
 # after the full disk crashed it, then the power cut, and the node never boots
 META_LOST = re.compile(r"BOOT FAILED[\s\S]*not_a_dets_file,\s*\"[^\"]*/quorum/[^\"]*/meta\.dets\"")
 REOPENED = re.compile(r"meta data store initialised for system quorum_queues\. [1-9]\d* record")
@@ -176,7 +176,7 @@ def test_one_node_s_quorum_wal_cut_short_loses_nothing(state, tmp_path):
     node at a time killed, its Ra write-ahead log cut at a random length
     (each cut in the nemesis op), started again. Ra drops a torn last
     record and recovers the rest (a checksum failing mid-file is a hard
-    stop by its design: a bit flip there keeps the node down, as README
+    stop by its design: a bit flip there keeps the node down, as docs/faults.md
     says); the node catches up from the leader: nothing acknowledged is
     lost and the queue's members agree."""
     run_dir, doc = run(

@@ -1,24 +1,25 @@
-"""The README's TOML examples load as they are written, each by the reader
-it is for: cluster files (and the existing cluster's one says what the
-README says of it), a fault plan, a suite file."""
+"""The TOML examples of the README and the docs load as they are written,
+each by the reader it is for: cluster files (and the existing cluster's
+one says what the docs say of it), a fault plan, a suite file."""
 
 import re
 from pathlib import Path
 
 from harness.nodes.clusterfile import load_cluster_file, load_existing
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def examples() -> list[str]:
-    return re.findall(r"```toml\n(.*?)```", README.read_text(), re.S)
+    return [t for p in PAGES for t in re.findall(r"```toml\n(.*?)```", p.read_text(), re.S)]
 
 
 def cluster_files() -> list[str]:
     return [t for t in examples() if "[[plan]]" not in t and "[[test]]" not in t]
 
 
-def test_the_readme_s_plan_and_suite_examples_load(tmp_path):
+def test_the_docs_plan_and_suite_examples_load(tmp_path):
     from harness.commands.suite import load_suite
     from nemesis.plan.plan import load
 
@@ -35,7 +36,7 @@ def test_the_readme_s_plan_and_suite_examples_load(tmp_path):
         assert len(load_suite(path).tests) >= 2
 
 
-def test_every_cluster_file_in_the_readme_loads(tmp_path, monkeypatch):
+def test_every_cluster_file_in_the_docs_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # its key = "~/.ssh/id_ed25519"
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "id_ed25519").write_text("k")
