@@ -16,7 +16,7 @@ from checkers.base import verdict_exit
 from checkers.options import SparkOptions
 from harness.history import HistoryError
 from harness.nodes import NodeOptions
-from harness.options import add_arguments, default_of, given
+from harness.options import add_arguments, default_of, flag_of, given
 from harness.run.options import RunError, RunOptions
 from harness.rundir import RunDir, WriteError, not_replaceable, recorded
 from harness.store import StoreOptions
@@ -380,13 +380,32 @@ def _default(cls: type, name: str) -> Any:
 
 
 def _add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """A run's flags: its own, the faults' (each fault's settings, through the
-    fault registry), then each system's, a group each."""
+    """A run's flags, a group each, in the order people reach for them: the
+    test, its faults (each fault's settings, through the fault registry),
+    what every broker takes, each broker's own, where it runs, where it is
+    kept and how it is judged."""
     faults = {f.name for f in fields(FaultOptions)}
-    add_arguments(p, RunOptions, skip=faults)
+    where = {f.name for f in fields(NodeOptions)}
+    kept = {f.name for cls in (StoreOptions, SparkOptions) for f in fields(cls)}
+    add_arguments(p.add_argument_group("the test"), RunOptions, skip=faults | where | kept)
     add_arguments(p.add_argument_group("faults"), FaultOptions)
+    shared = set.intersection(*(s.flags() for s in SYSTEMS.values()))
+    every = p.add_argument_group("every broker", "each broker's default in its help")
     for system in SYSTEMS.values():
-        system.add_arguments(p)
+        for cls in system.option_classes:
+            own = {f.name for f in fields(cls) if flag_of(f) not in shared}
+            add_arguments(every, cls, skip=own, label=system.name)
+    for system in SYSTEMS.values():
+        group = p.add_argument_group(
+            f"--system {system.name}", "(a flag another broker takes too is under the first)"
+        )
+        for cls in system.option_classes:
+            common = {f.name for f in fields(cls) if flag_of(f) in shared}
+            add_arguments(group, cls, skip=common, label=system.name)
+    add_arguments(p.add_argument_group("where it runs"), NodeOptions)
+    kept_group = p.add_argument_group("where it is kept, how it is judged")
+    add_arguments(kept_group, StoreOptions)
+    add_arguments(kept_group, SparkOptions)
 
 
 # what a replay may change of the run it replays: where it runs (the nodes,
