@@ -1,8 +1,11 @@
-"""`queuecheck serve`: the store over HTTP on localhost. The index groups the
-runs by test, the test whose last run is newest first; each test shows its
-verdict history as a row of coloured cells (green valid, red violated, grey
-unknown, newest first, each linking to that run's report) and its runs, each
-with a link "compare with previous" to `/compare?a=<previous run>&b=<run>`,
+"""`queuecheck serve`: the store over HTTP (loopback unless --host says
+otherwise). The index groups the runs by test, the test whose last run is
+newest first, with a filter; each test shows its verdict history as a row
+of coloured cells (green valid, red violated, grey unknown, newest first,
+each linking to that run's report) and its runs (system, broker version,
+how long it took, acknowledged and lost, its verdict, or "running" while it
+holds a cluster's lease, "crashed" when it ended without its teardown),
+each with a link "compare with previous" to `/compare?a=<previous run>&b=<run>`,
 a comparison (reports/compare.py) rendered on the fly. `/compare` takes only
 run directories inside the store (`<test>/<time>/` with a test.json, paths
 relative to the store): anything else is 400 or 404."""
@@ -29,37 +32,81 @@ STYLE = (
     ".cells{display:flex;gap:3px;margin:.4em 0}.cell{display:inline-block;width:1.1em;"
     "height:1.1em;border-radius:2px;background:#e0e0e0}.cell.VALID{background:#2e7d32}"
     ".cell.INVALID{background:#c62828}.cell.UNKNOWN{background:#9e9e9e}"
+    ".running{color:#1565c0}.crashed{color:#6a1b9a}#filter{padding:.3em;width:24em}"
 )
 
 
-def runs(store: Path) -> list[dict]:
-    """Every run directory under the store, newest first."""
+RUNNING, CRASHED, NOT_CHECKED = "running", "crashed", "not checked"
+
+
+def running_runs(leases: Path | None = None) -> set[str]:
+    """The run directories (real paths) that hold a cluster's lease now: a
+    run in progress, whose holder has not provably gone."""
+    from harness.nodes.lease import CONTROL_DIR, Holder
+
+    out = set()
+    for path in (leases or CONTROL_DIR).glob("*.json"):
+        try:
+            holder = Holder.from_json(path.read_text())
+        except OSError:
+            continue
+        if holder is not None and holder.gone() is None:
+            out.add(os.path.realpath(holder.run))
+    return out
+
+
+def _doc(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def runs(store: Path, leases: Path | None = None) -> list[dict]:
+    """Every run directory under the store, newest first, each with what the
+    index shows of it: its verdict (or that it runs, or crashed before its
+    teardown wrote stats.json), system, broker version, seconds, counts."""
     out = []
+    live = running_runs(leases)
     for test_json in store.glob(f"*/*/{TEST_FILE}"):
         run = RunDir.at(test_json.parent)
         if run.path.is_symlink() or not store_file(store, str(test_json)):
             continue  # a store link (latest), or a test directory linked out of the store
-        results = run.results
-        try:
-            valid = json.loads(results.read_text()).get("valid") if results.exists() else None
-        except (OSError, ValueError, AttributeError):
-            valid = "unknown"  # a broken results.json is no verdict
+        results = _doc(run.results) if run.results.exists() else None
+        if results is not None:
+            verdict = VERDICT.get(results.get("valid"), "UNKNOWN")  # broken: no verdict
+        elif os.path.realpath(run.path) in live:
+            verdict = RUNNING
+        elif not run.stats.exists():
+            verdict = CRASHED  # no teardown wrote its stats: killed, or the machine went
+        else:
+            verdict = NOT_CHECKED
+        test, stats = _doc(run.test), _doc(run.stats)
+        config = test.get("config") if isinstance(test.get("config"), dict) else {}
+        db = config.get("db") if isinstance(config.get("db"), dict) else {}
+        counts = (results or {}).get("counts") or {}
         out.append(
             {
                 "name": run.path.parent.name,
                 "time": run.path.name,
-                "verdict": VERDICT.get(valid, "not checked"),
+                "verdict": verdict,
                 "path": run.path.relative_to(store).as_posix(),
                 "report": run.report.exists(),
+                "system": str(test.get("system") or ""),
+                "version": str(db.get("version") or ""),
+                "seconds": stats.get("run-seconds") or stats.get("main-phase-seconds"),
+                "acknowledged": counts.get("acknowledged", stats.get("acknowledged")),
+                "lost": counts.get("lost"),
             }
         )
     return sorted(out, key=lambda r: r["time"], reverse=True)
 
 
-def by_test(store: Path) -> list[tuple[str, list[dict]]]:
+def by_test(store: Path, leases: Path | None = None) -> list[tuple[str, list[dict]]]:
     """The runs grouped by test, each group newest first, the group whose
     last run is newest first."""
-    ordered = sorted(runs(store), key=lambda r: r["name"])
+    ordered = sorted(runs(store, leases), key=lambda r: r["name"])
     groups = [(name, list(rs)) for name, rs in groupby(ordered, key=lambda r: r["name"])]
     return sorted(groups, key=lambda g: g[1][0]["time"], reverse=True)
 
@@ -85,8 +132,19 @@ def _row(r: dict, previous: dict | None) -> str:
     if previous:
         query = e(urlencode({"a": previous["path"], "b": r["path"]}))
         parts.append(f"<a class='compare' href='/compare?{query}'>compare with previous</a>")
+    seconds = f"{r['seconds']:.0f} s" if isinstance(r["seconds"], (int, float)) else ""
+    numbers = [r[k] if isinstance(r[k], int) else "" for k in ("acknowledged", "lost")]
+    cells = [
+        r["time"],
+        r["system"],
+        r["version"],
+        seconds,
+        *(f"{n:,}" if n != "" else n for n in numbers),
+    ]
     return (
-        f"<tr><td>{e(r['time'])}</td><td class='{e(r['verdict'])}'>{e(r['verdict'])}</td>"
+        "<tr class='run'>"
+        + "".join(f"<td>{e(str(c))}</td>" for c in cells)
+        + f"<td class='{e(r['verdict'])}'>{e(r['verdict'])}</td>"
         f"<td>{' · '.join(parts)}</td></tr>"
     )
 
@@ -94,7 +152,7 @@ def _row(r: dict, previous: dict | None) -> str:
 def _previous(rs: list[dict], i: int) -> dict | None:
     """The run to compare run i with: the next older checked run of its test
     (None when run i itself is not checked)."""
-    checked = [r for r in rs[i:] if r["verdict"] != "not checked"]
+    checked = [r for r in rs[i:] if r["verdict"] in VERDICT.values()]
     return checked[1] if len(checked) > 1 and checked[0] is rs[i] else None
 
 
@@ -103,17 +161,36 @@ def _test(name: str, rs: list[dict]) -> str:
     return (
         f"<section class='test'><h2>{html.escape(name)}</h2>"
         f"<div class='cells' title='verdicts, newest first'>{''.join(map(_cell, rs))}</div>"
-        f"<table class='runs'><tr><th>time</th><th>verdict</th><th></th></tr>{rows}</table>"
+        "<table class='runs'><tr><th>time</th><th>system</th><th>version</th><th>took</th>"
+        f"<th>acknowledged</th><th>lost</th><th>verdict</th><th></th></tr>{rows}</table>"
         "</section>"
     )
 
 
-def index_page(store: Path) -> str:
-    tests = "".join(_test(name, rs) for name, rs in by_test(store))
+# the index's filter: rows (and tests with none left) whose text lacks every word typed
+FILTER = (
+    "<input id='filter' type='search' placeholder='filter: test, system, version, verdict'"
+    ' oninput="const w=this.value.toLowerCase().split(/\\s+/).filter(Boolean);'
+    "document.querySelectorAll('section.test').forEach(s=>{let n=0;"
+    "s.querySelectorAll('tr.run').forEach(r=>{const t=(s.querySelector('h2').textContent+' '"
+    "+r.textContent).toLowerCase();const ok=w.every(x=>t.includes(x));r.hidden=!ok;n+=ok});"
+    's.hidden=n===0});">'
+)
+
+# `/?q=words`: the index opened filtered (a link to "the failed kafka runs")
+FILTER_FROM_URL = (
+    "<script>const q=new URLSearchParams(location.search).get('q');if(q){"
+    "const f=document.getElementById('filter');f.value=q;f.dispatchEvent(new Event('input'))}"
+    "</script>"
+)
+
+
+def index_page(store: Path, leases: Path | None = None) -> str:
+    tests = "".join(_test(name, rs) for name, rs in by_test(store, leases))
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>queuecheck runs</title>"
-        f"<style>{STYLE}</style></head><body><h1>queuecheck runs</h1>"
-        f"<div id='runs'>{tests or '<p>No runs yet.</p>'}</div></body></html>"
+        f"<style>{STYLE}</style></head><body><h1>queuecheck runs</h1>{FILTER}"
+        f"<div id='runs'>{tests or '<p>No runs yet.</p>'}</div>{FILTER_FROM_URL}</body></html>"
     )
 
 

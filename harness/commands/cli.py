@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import sys
 from dataclasses import fields
@@ -107,12 +108,20 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Serves the store on localhost: an index of runs linking to their reports."""
+    """Serves the store (on loopback unless --host): an index of runs linking
+    to their reports."""
     from reports.serve import make_server
 
     store = StoreOptions(**given(args, StoreOptions)).store
-    server = make_server(Path(store), args.port)
-    url = f"http://127.0.0.1:{server.server_port}/"
+    server = make_server(Path(store), args.port, args.host)
+    url = f"http://{args.host}:{server.server_port}/"
+    if not ipaddress.ip_address(args.host).is_loopback:
+        err.print(
+            escape(
+                f"warning: --host {args.host}: anyone who reaches it reads every run of "
+                f"{store}: histories, logs, configurations (secrets masked), reports"
+            )
+        )
     _out().print(escape(f"serving {store} on {url} (Ctrl-C stops)"))
     try:
         server.serve_forever()
@@ -417,6 +426,14 @@ REPLAY_OVERRIDES = {
 }
 
 
+def _address(text: str) -> str:
+    """--host: an IP address to listen on, said plainly when it is not one."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IP address") from None
+
+
 class _Version(argparse.Action):
     """--version, asked of git only when given (not on every command)."""
 
@@ -463,7 +480,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="serve the store on localhost with an index of runs")
     add_arguments(p, StoreOptions)
-    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free one)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
+    p.add_argument(
+        "--host",
+        type=_address,
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 serves the "
+        "store, histories and logs included, to anyone who can reach this machine)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser(

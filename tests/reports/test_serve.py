@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from reports.serve import by_test, compare_page, index_page, make_server
+from reports.serve import FILTER_FROM_URL, by_test, compare_page, index_page, make_server
 from tests.reports.test_compare import make_run
 
 VIOLATED = {"at-least-once": {"valid": False, "claimed": True}}
@@ -184,10 +184,56 @@ def test_names_and_paths_in_the_index_and_the_comparison_are_escaped(tmp_path):
     name = "<script>x<script>' onclick='y"  # no /: a test name is one directory
     make_run(tmp_path, name, "20260101T000000")
     make_run(tmp_path, name, "20260102T000000")
-    page = index_page(tmp_path)
+    page = index_page(tmp_path).replace(FILTER_FROM_URL, "")  # the index's own script
     assert "<script>" not in page and "' onclick" not in page
     href = next(a["href"] for a in links_of(page) if a.get("class") == "compare")
     status, compared = compare_page(tmp_path, urlsplit(href).query)
     assert status == 200 and "<script>" not in compared and "' onclick" not in compared
     # measured for the page, written nowhere: a GET never writes in the store
     assert not (tmp_path / name / "20260101T000000" / "latency.json").exists()
+
+
+def test_each_run_shows_its_system_version_time_counts_and_whether_it_runs(store, tmp_path):
+    import json
+
+    from harness.nodes.lease import Holder
+
+    run = store / "kafka" / "20260103T020000"
+    test = {"name": "kafka", "system": "kafka", "config": {"db": {"version": "4.3.1"}}}
+    (run / "test.json").write_text(json.dumps(test))
+    (run / "stats.json").write_text('{"run-seconds": 93.4, "acknowledged": 9}')
+    running = make_run(store, "kafka", "20260104T020000", acks=None)  # no stats yet
+    crashed = make_run(store, "kafka", "20260105T020000", acks=None)
+    for r in (running, crashed):
+        (r / "results.json").unlink()
+    leases = tmp_path / "leases"
+    leases.mkdir()
+    me = Holder.me(str(running), "the local cluster qc-", 600.0)  # this process: alive
+    (leases / "netns-qc-.json").write_text(me.to_json())
+    rows = {r["time"]: r for r in by_test(store, leases)[0][1]}
+    assert rows["20260104T020000"]["verdict"] == "running"
+    assert rows["20260105T020000"]["verdict"] == "crashed"  # no lease, no stats: no teardown
+    shown = rows["20260103T020000"]
+    assert (shown["system"], shown["version"], shown["seconds"]) == ("kafka", "4.3.1", 93.4)
+    assert (shown["acknowledged"], shown["lost"]) == (3, 0)  # the check's counts
+    page = index_page(store, leases)
+    assert "<td>kafka</td><td>4.3.1</td><td>93 s</td><td>3</td><td>0</td>" in page
+    assert "<td class='running'>running</td>" in page and "<td class='crashed'>" in page
+
+
+def test_the_index_filter_runs_in_a_browser_from_the_url(store):
+    """Headless Chromium opens /?q=rabbit: only rabbit's runs stay shown."""
+    import subprocess
+
+    server = make_server(store, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/?q=rabbit"
+        chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
+        dom = subprocess.run([*chromium, url], capture_output=True, text=True, timeout=120).stdout
+    finally:
+        server.shutdown()
+        server.server_close()
+    sections = dom.split("<section")[1:]
+    shown = [s for s in sections if not s.startswith(' class="test" hidden')]
+    assert len(sections) == 2 and len(shown) == 1 and "<h2>rabbit</h2>" in shown[0], dom[:2000]
