@@ -135,7 +135,7 @@ class LoadedHistory:
         """The sidecar keeps a row for every marker op that counts (role
         RESET, ok or info: sidecar.py), with its `role`."""
         fields = ("index", "proc", "f", "type", "mop", "pos", "id", "queue", "partition", "offset")
-        msgs = _sidecar_msgs(self.spark, self.files)
+        msgs = sidecar_msgs(self.spark, self.files)
         return msgs.filter(F.col("f").isin(*MESSAGE_FS, *markers)).select(*fields, "role")
 
 
@@ -160,8 +160,9 @@ def _jsonl_occurrences(ops: DataFrame) -> DataFrame:
     )
 
 
-def _sidecar_msgs(spark: SparkSession, files: dict[str, Path]) -> DataFrame:
-    # The schema given, not inferred: inferring it is a Spark job of its own.
+def sidecar_msgs(spark: SparkSession, files: dict[str, Path]) -> DataFrame:
+    """The sidecar's message rows (the schema given, not inferred: inferring
+    it is a Spark job of its own)."""
     return spark.read.schema(spark_schema(sidecar.MSGS_SCHEMA)).parquet(str(files["msgs"]))
 
 
@@ -182,7 +183,7 @@ def _sidecar_frames(spark: SparkSession, files: dict[str, Path]) -> tuple[DataFr
         F.lit(False).alias("bad"),
     )
     occ = (
-        _sidecar_msgs(spark, files)
+        sidecar_msgs(spark, files)
         .filter(F.col("role") <= EFFECT)
         .select("index", "id", F.col("role").cast("int").alias("role"), "n", "queue")
     )

@@ -24,7 +24,9 @@ from harness.rundir import RunDir, write_text  # noqa: E402
 from nemesis.registry import COLOURS as NEMESIS_COLOURS  # noqa: E402
 
 from .console import example_subject, held_word, recovery_line  # noqa: E402
-from .plotdata import PlotData, describe_fault  # noqa: E402
+from .plotdata import PlotData, describe_fault, drawn_faults  # noqa: E402
+from .timeline import CSS as TIMELINE_CSS  # noqa: E402
+from .timeline import timeline_view  # noqa: E402
 
 COLOURS = {"ok": "#2e7d32", "fail": "#c62828", "info": "#f9a825"}
 FAULT_COLOURS = NEMESIS_COLOURS  # faults and upgrade steps
@@ -65,31 +67,7 @@ def _svg(fig) -> str:
     return text[text.index("<svg") :]  # drop the XML prolog: it is inline
 
 
-# A night's run has thousands of faults: beyond these the plots draw them
-# merged at the plot's resolution and unlabelled (the legend names them),
-# and the fault table lists the first ones.
-MAX_FAULT_LABELS = 40
-MAX_FAULT_SPANS = 300
-MAX_FAULT_ROWS = 200
-
-
-def drawn_faults(data: PlotData) -> tuple[list[tuple[str, float, float, str]], bool]:
-    """The fault intervals a plot draws, and whether each gets its label.
-    Past MAX_FAULT_SPANS, same-kind intervals closer than about a pixel
-    (1/1000 of the run) merge, so the SVG stays small whatever the run's
-    length."""
-    spans = [(n, s, data.end if e is None else e, v) for n, s, e, v in data.faults]
-    if len(spans) <= MAX_FAULT_SPANS:
-        return spans, len(spans) <= MAX_FAULT_LABELS
-    gap = max(data.end, 1.0) / 1000
-    merged: dict[str, list[list]] = {}
-    for name, start, stop, value in sorted(spans, key=lambda x: (x[0], x[1])):
-        runs = merged.setdefault(name, [])
-        if runs and start - runs[-1][2] <= gap:
-            runs[-1][2] = max(runs[-1][2], stop)
-        else:
-            runs.append([name, start, stop, value])
-    return sorted((tuple(r) for rs in merged.values() for r in rs), key=lambda x: x[1]), False
+MAX_FAULT_ROWS = 200  # the fault table lists the first ones
 
 
 def _shade_faults(ax, data: PlotData) -> None:
@@ -390,6 +368,7 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
 <ul>{"".join(f"<li>{_e(n)}</li>" for n in test.get("claim_notes", []))}</ul>
 {f'<p class="recovery" id="recovery">{_e(said)}</p>' if (said := recovery_line(stats)) else ""}
 <p>Run: {_e(json.dumps(stats))}</p>
+<h2>Timeline</h2>{timeline_view(data)}
 <h2>Latency</h2><div class="plot" id="latency">{latency_plot(data)}</div>
 <p><small>{len(data.latencies)} of {data.completions} completions drawn.</small></p>
 <h2>Throughput</h2><div class="plot" id="throughput">{throughput_plot(data)}</div>
@@ -400,6 +379,7 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
 <h2 id="brokers">The brokers' own state</h2>{brokers}
 <h2>Cited history lines</h2>{ops or "<p>None.</p>"}
 """,
+        TIMELINE_CSS,
     )
 
 

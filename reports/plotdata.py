@@ -14,13 +14,16 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checkers.load import sidecar_ops
+from checkers.load import sidecar_msgs, sidecar_ops
 from harness.history import plain_history, sidecar
 
 # process is an int for clients and "nemesis" for faults: read as text.
 SCHEMA = "index LONG, time LONG, process STRING, type STRING, f STRING, value STRING"
 MAX_POINTS = 20_000  # latency points drawn; beyond that a uniform sample
 MAX_BUCKETS = 1_000  # throughput points per series; longer runs get wider buckets
+MAX_TIMELINE = 2_000  # ops on the timeline; beyond that a uniform sample, said so
+# what the timeline says of an op's messages: their count and id range
+MSGS = "struct<msgs:array<struct<id:long>>>"
 
 
 @dataclass
@@ -34,22 +37,30 @@ class PlotData:
     faults: list[tuple[str, float, float | None, str]] = field(default_factory=list)
     completions: int = 0
     end: float = 0.0
+    # (process, invoke s, completion s, f, type, history index of the completion,
+    # messages: count, first id, last id, or None) of client ops, a bounded sample
+    timeline: list[tuple[str, float, float, str, str, int, tuple[int, int, int] | None]] = field(
+        default_factory=list
+    )
 
 
-def _ops(spark: SparkSession, history: Path) -> DataFrame:
-    """(index, time, process, type, f, value): from the sealed sidecar when
-    there is one (no JSON to parse), else from the JSONL."""
+def _ops(spark: SparkSession, history: Path) -> tuple[DataFrame, DataFrame | None]:
+    """(index, time, process, type, f, value), and the message rows (index,
+    id): from the sealed sidecar when there is one (no JSON to parse; a
+    client op's messages are in its message rows), else from the JSONL (the
+    messages in each op's value: None)."""
     files = sidecar.usable(history)
     if files is None:
         plain = plain_history(history)  # Spark reads no compressed history right
-        return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(plain))
+        return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(str(plain)), None
     ops = sidecar_ops(spark, files)
     process = F.when(F.col("nemesis"), F.lit("nemesis")).otherwise(F.col("proc").cast("string"))
-    return ops.select("index", "time", process.alias("process"), "type", "f", "value")
+    msgs = sidecar_msgs(spark, files).filter(F.col("id").isNotNull()).select("index", "id")
+    return ops.select("index", "time", process.alias("process"), "type", "f", "value"), msgs
 
 
 def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) -> PlotData:
-    ops = _ops(spark, history)
+    ops, msgs = _ops(spark, history)
     client = ops.filter(F.col("process") != "nemesis")
     by_process = Window.partitionBy("process").orderBy("index")
     done = (
@@ -58,8 +69,11 @@ def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) 
             "time",
             "f",
             "type",
+            "process",
+            "value",
             F.lag("time").over(by_process).alias("t0"),
             F.lag("type").over(by_process).alias("prev"),
+            F.lag("index").over(by_process).alias("i0"),
         )
         .filter((F.col("type") != "invoke") & (F.col("prev") == "invoke"))
         .select(
@@ -67,12 +81,17 @@ def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) 
             ((F.col("time") - F.col("t0")) / 1e6).alias("ms"),
             "f",
             "type",
+            "process",
+            "index",
+            "i0",
+            "value",
         )
         .cache()
     )
     n, last = done.agg(F.count(F.lit(1)), F.max("t")).first()
     sample = done if n <= max_points else done.sample(fraction=max_points / n, seed=1)
-    latencies = [(r.t, r.ms, r.f, r.type) for r in sample.collect()]
+    latencies = [(r.t, r.ms, r.f, r.type) for r in sample.select("t", "ms", "f", "type").collect()]
+    timeline = _timeline(done, n, msgs)
     width = bucket_width(last or 0.0)
     start = (F.floor(F.col("t") / width) * width).cast("int")
     tput = done.groupBy(start.alias("s"), "f", "type").count().orderBy("s").collect()
@@ -91,7 +110,72 @@ def plot_data(spark: SparkSession, history: Path, max_points: int = MAX_POINTS) 
         faults=fault_intervals([(r.time / 1e9, r.f, r.value) for r in nemesis]),
         completions=n,
         end=end / 1e9,
+        timeline=timeline,
     )
+
+
+def _timeline(done: DataFrame, n: int, msgs: DataFrame | None, most: int = MAX_TIMELINE) -> list:
+    """The client ops the timeline draws: every one up to `most`, else a
+    uniform sample; each op's messages as a count and id range: from its
+    value in a JSONL (computed by Spark: a receive's can be hundreds of
+    ids), or from the sidecar's message rows of its completion, else of its
+    invoke (a send's ids are its invoke's), read for the drawn ops alone."""
+    sample = done if n <= most else done.sample(fraction=most / n, seed=2)
+    sample = sample.orderBy("index").limit(most)  # a sample's size varies around its fraction
+    t0 = (F.col("t") - F.col("ms") / 1e3).alias("t0")
+    cols = ["process", t0, "t", "f", "type", "index", "i0"]
+    if msgs is None:
+        ids = F.from_json("value", MSGS).getField("msgs").getField("id")
+        rows = sample.select(
+            *cols,
+            F.size(ids).alias("n"),
+            F.array_min(ids).alias("lo"),
+            F.array_max(ids).alias("hi"),
+        ).collect()
+        said = {r["index"]: (r.n, r.lo, r.hi) for r in rows}
+    else:
+        rows = sample.select(*cols).collect()
+        wanted = sorted({r["index"] for r in rows} | {r.i0 for r in rows if r.i0 is not None})
+        counted = (
+            msgs.filter(F.col("index").isin(wanted))
+            .groupBy("index")
+            .agg(F.countDistinct("id").alias("n"), F.min("id").alias("lo"), F.max("id").alias("hi"))
+            .collect()
+        )
+        by_index = {r["index"]: (r.n, r.lo, r.hi) for r in counted}
+        said = {r["index"]: by_index.get(r["index"]) or by_index.get(r.i0) for r in rows}
+    out = []
+    for r in rows:
+        m = said.get(r["index"])
+        m = m if m is not None and m[0] is not None and m[0] > 0 else None
+        out.append((str(r.process), r.t0, r.t, r.f, r.type, r["index"], m))
+    return out
+
+
+# A night's run has thousands of faults: beyond these the plots draw them
+# merged at the plot's resolution and unlabelled (the legend names them),
+# and the fault table lists the first ones.
+MAX_FAULT_LABELS = 40
+MAX_FAULT_SPANS = 300
+
+
+def drawn_faults(data: PlotData) -> tuple[list[tuple[str, float, float, str]], bool]:
+    """The fault intervals a plot draws, and whether each gets its label.
+    Past MAX_FAULT_SPANS, same-kind intervals closer than about a pixel
+    (1/1000 of the run) merge, so the SVG stays small whatever the run's
+    length."""
+    spans = [(n, s, data.end if e is None else e, v) for n, s, e, v in data.faults]
+    if len(spans) <= MAX_FAULT_SPANS:
+        return spans, len(spans) <= MAX_FAULT_LABELS
+    gap = max(data.end, 1.0) / 1000
+    merged: dict[str, list[list]] = {}
+    for name, start, stop, value in sorted(spans, key=lambda x: (x[0], x[1])):
+        runs = merged.setdefault(name, [])
+        if runs and start - runs[-1][2] <= gap:
+            runs[-1][2] = max(runs[-1][2], stop)
+        else:
+            runs.append([name, start, stop, value])
+    return sorted((tuple(r) for rs in merged.values() for r in rs), key=lambda x: x[1]), False
 
 
 def bucket_width(span: float, buckets: int = MAX_BUCKETS) -> int:

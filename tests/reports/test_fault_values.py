@@ -80,4 +80,5 @@ def test_plot_data_and_the_report_of_a_history_with_such_values(spark, tmp_path)
     labels = [describe_fault(n, v) for n, _, _, v in data.faults]
     assert labels == [label for _, label in VALUES[:-1]] + [f"{MATH} {MATH}"]
     page = render(run, DOC, {"name": "t"}, data)
-    assert page.count("<svg") == 3
+    assert page.count("<svg") == 4  # the timeline and three plots
+    assert f'"{MATH}"' in page.replace("\\\\", "\\")  # the op's name in the timeline's data
