@@ -354,6 +354,7 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
         for k in ("system", "config", "claims", "nemesis", "time_limit", "concurrency", "nodes")
         if k in test
     }
+    configuration = _configuration(run, test, config)
     return page(
         f"queuecheck: {name}",
         f"""<h1>queuecheck: {_e(name)}</h1>
@@ -363,7 +364,7 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
 {_verdict_table(doc)}
 <p>Messages: {_e(", ".join(f"{k} {v}" for k, v in doc.get("counts", {}).items()))}</p>
 <h2>Configuration</h2>
-<pre>{_e(json.dumps(config, indent=2))}</pre>
+{configuration}
 <p>Claims, and where the vendor makes them:</p>
 <ul>{"".join(f"<li>{_e(n)}</li>" for n in test.get("claim_notes", []))}</ul>
 {f'<p class="recovery" id="recovery">{_e(said)}</p>' if (said := recovery_line(stats)) else ""}
@@ -381,6 +382,61 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
 """,
         TIMELINE_CSS,
     )
+
+
+def _files(run: RunDir) -> str:
+    """Links to the run's own files, relative: they work from disk and served."""
+    files = [run.test, run.history, run.stats, run.results, run.log, run.clients_log, run.junit]
+    links = [f"<a href='{_e(p.name)}'>{_e(p.name)}</a>" for p in files if p.is_file()]
+    nodes = run.path / "nodes"
+    for node in sorted(nodes.iterdir()) if nodes.is_dir() else []:
+        logs = sorted(p for p in node.rglob("*") if p.is_file())[:8]
+        links += [
+            f"<a href='{_e(p.relative_to(run.path).as_posix())}'>"
+            f"{_e(p.relative_to(nodes).as_posix())}</a>"
+            for p in logs
+        ]
+    return f"<p class='files' id='files'>Files: {' · '.join(links)}</p>" if links else ""
+
+
+def _configuration(run: RunDir, test: dict[str, Any], config: dict[str, Any]) -> str:
+    """What differs from the defaults (test.json's `changed`, by flag), the
+    faults' plan, the command that runs the test again and the one that
+    replays these faults, queuecheck's version; the whole test.json folded.
+    A run older than `changed` shows its configuration as it was."""
+    changed = test.get("changed")
+    whole = (
+        "<details><summary>the whole test.json</summary>"
+        f"<pre>{_e(json.dumps(test, indent=2))}</pre></details>"
+    )
+    if not isinstance(changed, dict):
+        return f"<pre>{_e(json.dumps(config, indent=2))}</pre>{_files(run)}{whole}"
+    rows = "".join(
+        f"<tr><td><code>{_e(flag)}</code></td><td>{_e(_flag_value(v))}</td></tr>"
+        for flag, v in changed.items()
+    )
+    plan = test.get("plan") if isinstance(test.get("plan"), dict) else {}
+    said_plan = plan.get("summary") or (
+        "the flags' rhythm" if plan.get("source") in (None, "flags") else plan.get("source")
+    )
+    again = test.get("command", "")
+    return (
+        "<table id='changed'><tr><th>option (not its default)</th><th>value</th></tr>"
+        f"{rows}</table>"
+        f"<p>Faults: {_e(said_plan)}; seed {_e(test.get('seed'))}; queuecheck "
+        f"{_e(test.get('queuecheck', '(unknown)'))}.</p>"
+        f"<p id='again'>The same test again: <code>{_e(again)}</code><br>"
+        f"These faults at the same moments: <code>queuecheck replay {_e(run.path)}</code></p>"
+        f"{_files(run)}{whole}"
+    )
+
+
+def _flag_value(v: Any) -> str:
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return str(v)
 
 
 def write_report(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> Path:

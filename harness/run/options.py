@@ -12,6 +12,7 @@ RunError naming the option."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -32,6 +33,7 @@ from ..options import (
     OptionError,
     default_of,
     flag_of,
+    is_option,
     option,
 )
 from ..store import StoreOptions, ensure_store, name_problem
@@ -172,6 +174,42 @@ class RunOptions(NodeOptions, StoreOptions, SparkOptions, FaultOptions):  # type
         plan = load(self.nemesis_plan, beside_a_test=self.nemesis_plan == self.spec)
         self.nemesis = list(dict.fromkeys(step.kind for step in plan.faults()))
         return plan
+
+    def changed(self) -> dict[str, Any]:
+        """The options that differ from their defaults, by flag (the system's
+        own too), as a run's test.json and report say them: with the plan
+        file a plan's own fault flags are left out (it says them)."""
+        skip = {"system_options", "replays", "spec"}
+        if self.nemesis_plan:
+            skip |= {f.name for f in fields(NemesisOptions)} - {"nemesis_plan"}
+        if self.producers == max(1, self.concurrency // 2):
+            skip.add("producers")  # its default, half the clients, made concrete
+        out: dict[str, Any] = {"--system": self.system}
+        for f in fields(self):
+            if f.name not in skip and is_option(f) and getattr(self, f.name) != default_of(f):
+                out[flag_of(f)] = getattr(self, f.name)
+        for cls in SYSTEMS[self.system].option_classes:
+            for f in fields(cls):
+                value = self.system_options.get(f.name, default_of(f))
+                if is_option(f) and value != default_of(f):
+                    out[flag_of(f)] = value
+        return out
+
+    def command(self) -> str:
+        """`queuecheck test` with the changed options: the same test again
+        (new faults, drawn by the same seed where one was given)."""
+        words = ["queuecheck", "test"]
+        repeated = {flag_of(f) for f in fields(self) if f.metadata.get("repeat")}
+        for flag, value in self.changed().items():
+            if isinstance(value, bool):
+                words.append(flag if value else f"--no-{flag[2:]}")
+            elif isinstance(value, list) and flag in repeated:
+                words += [w for v in value for w in (flag, str(v))]
+            elif isinstance(value, list):
+                words += [flag, ",".join(map(str, value))]
+            elif value is not None:
+                words += [flag, str(value)]
+        return shlex.join(words)
 
     def node_names(self) -> list[str] | None:
         """The nodes' names, where known before any node is reached."""

@@ -440,6 +440,8 @@ class Run:
             name=name,
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             queuecheck=tool_version(),  # the code that ran it
+            changed=self.opts.changed(),  # what differs from the defaults, by flag
+            command=self.opts.command(),  # the same test again
             nodes=[{"name": n.name, "host": n.spec.host} for n in nodes],
             config=system.record(),
             claims=claims,

@@ -302,3 +302,28 @@ def test_junit_of_a_run_loads_in_a_junit_parser_with_its_times_and_counts(tmp_pa
         "report": str(run.report),
     }
     assert case.time == 0  # judged together: the suite's time is the run's
+
+
+def test_the_configuration_is_what_differs_the_command_again_and_the_runs_files(spark, run_dir):
+    run = RunDir.at(run_dir)
+    (run_dir / "nodes" / "n1").mkdir(parents=True)
+    (run_dir / "nodes" / "n1" / "server.log").write_text("x")
+    (run_dir / "harness.log").write_text("x")
+    test = {
+        "name": "demo",
+        "seed": 7,
+        "queuecheck": "0.1.0 (git abc1234)",
+        "changed": {"--system": "kafka", "--nemesis": ["partition", "kill"], "--lazyfs": True},
+        "command": "queuecheck test --system kafka --nemesis partition,kill --lazyfs",
+        "plan": {"source": "flags", "plan": []},
+    }
+    page = render(run, DOC, test, plot_data(spark, run.history))
+    changed = page[page.index("id='changed'") : page.index("</table>", page.index("id='changed'"))]
+    assert "<td><code>--nemesis</code></td><td>partition,kill</td>" in changed
+    assert "<td><code>--lazyfs</code></td><td>on</td>" in changed
+    assert "seed 7; queuecheck 0.1.0 (git abc1234)" in page and "the flags&#x27; rhythm" in page
+    assert "<code>queuecheck test --system kafka --nemesis partition,kill --lazyfs</code>" in page
+    assert f"<code>queuecheck replay {run_dir}</code>" in page
+    files = page[page.index("id='files'") :]
+    assert "href='harness.log'" in files and "href='nodes/n1/server.log'" in files
+    assert "<summary>the whole test.json</summary>" in page

@@ -166,3 +166,28 @@ def test_version_names_the_package_and_the_commit_and_exits_0(capsys):
     ).stdout.strip()
     said = capsys.readouterr().out
     assert said.startswith("queuecheck 0.") and f"(git {head}" in said, said
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"system": "kafka", "nemesis": ["partition", "kill"], "time_limit": 40.0,
+         "system_options": {"acks": "1", "lazyfs": True}, "check": False,
+         "spark_conf": ["spark.a=1", "spark.b=2"]},
+        {"system": "nats", "nodes": 5, "nemesis_plan": "nats-split-brain", "seed": 3},
+        {"system": "rabbitmq", "nemesis_profile": "leaders", "concurrency": 4, "producers": 4},
+    ],
+)  # fmt: skip
+def test_a_runs_command_is_the_same_test_again(options, tmp_path):
+    """test.json's `command`, parsed as the CLI parses it, makes the options
+    that differ from the defaults again, every one."""
+    import shlex
+
+    from harness.commands.cli import _run_options, build_parser
+
+    opts = RunOptions(**options, store=str(tmp_path))
+    words = shlex.split(opts.command())
+    assert words[:2] == ["queuecheck", "test"]
+    again = _run_options(build_parser().parse_args(words[1:]))
+    assert again.changed() == opts.changed()
+    assert {"--system", "--store"} <= set(opts.changed())
