@@ -330,6 +330,44 @@ def cited_lines(history: Path, indexes: set[int]) -> dict[int, str]:
     return out
 
 
+def cited_row(index: int, text: str) -> str:
+    """A cited history line as a reader takes it in: its process, outcome and
+    kind, its messages as a count and id range (a 100-message send is one
+    line), the rest of its value compact; the line itself folded below."""
+    try:
+        op = json.loads(text)
+    except ValueError:
+        op = None
+    if not isinstance(op, dict):
+        return f"<div class='op' id='op-{index}'><b>{index}</b> <code>{_e(text)}</code></div>"
+    value = op.get("value")
+    parts = [f"process {op.get('process')}", f"{op.get('type')} {op.get('f')}"]
+    if isinstance(value, dict):
+        msgs = value.get("msgs")
+        if isinstance(msgs, list) and msgs:
+            ids = [m.get("id") for m in msgs if isinstance(m, dict)]
+            ints = [i for i in ids if isinstance(i, int)]
+            queues = {m.get("queue") for m in msgs if isinstance(m, dict)} - {None}
+            if len(ints) == 1:
+                said = f"id {ints[0]}"
+            elif ints:
+                said = f"{len(msgs)} messages, ids {min(ints)}–{max(ints)}"
+            else:
+                said = f"{len(msgs)} messages"
+            parts.append(said + (f" on {', '.join(sorted(map(str, queues)))}" if queues else ""))
+        rest = {k: v for k, v in value.items() if k != "msgs"}
+        if rest:
+            parts.append(json.dumps(rest, separators=(", ", ": "))[:300])
+    elif value is not None:
+        parts.append(json.dumps(value)[:300])
+    if op.get("error"):
+        parts.append(f"error: {op['error']}")
+    return (
+        f"<div class='op' id='op-{index}'><b>{index}</b> {_e(' · '.join(map(str, parts)))}"
+        f"<details><summary>the line</summary><code>{_e(text)}</code></details></div>"
+    )
+
+
 def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotData) -> str:
     anomalies, cited = _anomalies(doc)
     brokers, on_brokers = _brokers(run, doc)
@@ -345,10 +383,7 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
     if len(data.faults) > MAX_FAULT_ROWS:
         more = len(data.faults) - MAX_FAULT_ROWS
         faults += f"<tr><td colspan='4'>… and {more} more (the history holds them all)</td></tr>"
-    ops = "".join(
-        f"<div class='op' id='op-{i}'><b>{i}</b> <code>{_e(text)}</code></div>"
-        for i, text in sorted(lines.items())
-    )
+    ops = "".join(cited_row(i, text) for i, text in sorted(lines.items()))
     config = {
         k: test[k]
         for k in ("system", "config", "claims", "nemesis", "time_limit", "concurrency", "nodes")

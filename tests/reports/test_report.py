@@ -327,3 +327,27 @@ def test_the_configuration_is_what_differs_the_command_again_and_the_runs_files(
     files = page[page.index("id='files'") :]
     assert "href='harness.log'" in files and "href='nodes/n1/server.log'" in files
     assert "<summary>the whole test.json</summary>" in page
+
+
+def test_a_cited_line_reads_as_a_row_a_hundred_message_send_as_its_id_range():
+    from reports.html import cited_row
+
+    send = {"index": 4, "time": 1, "process": 3, "type": "ok", "f": "send",
+            "value": {"msgs": [{"id": i, "queue": "q"} for i in range(1, 101)]}}  # fmt: skip
+    row = cited_row(4, json.dumps(send))
+    shown = row[: row.index("<details>")]
+    assert (
+        shown
+        == "<div class='op' id='op-4'><b>4</b> process 3 · ok send · 100 messages, ids 1–100 on q"
+    )
+    assert "<summary>the line</summary>" in row and "&quot;id&quot;: 100" in row
+    info = {
+        "index": 9,
+        "process": 2,
+        "type": "info",
+        "f": "receive",
+        "value": None,
+        "error": "timeout",
+    }
+    assert "process 2 · info receive · error: timeout" in cited_row(9, json.dumps(info))
+    assert "<code>not json</code>" in cited_row(1, "not json")
