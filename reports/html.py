@@ -145,8 +145,9 @@ def throughput_plot(data: PlotData) -> str:
             ls="-" if f == "send" else "--",
         )
     ax.set_xlabel("seconds since start")
-    ax.set_ylabel("completions / s" if width == 1 else f"completions / s ({width} s mean)")
-    ax.set_title("Throughput per operation and outcome")
+    ax.set_ylabel("operations / s" if width == 1 else f"operations / s ({width} s mean)")
+    # the unit said: a Kafka send carries many messages, and the run's line counts messages
+    ax.set_title("Throughput: operations completed per second, by kind and outcome")
     _legend(ax)
     return _svg(fig)
 
@@ -195,11 +196,39 @@ def page(title: str, body: str, css: str = "") -> str:
 """
 
 
+def not_judged(doc: dict[str, Any]) -> list[str]:
+    """The properties this run's history cannot decide and nobody claimed:
+    unknown, with every count they are made of zero (a RabbitMQ run's
+    read-committed: no offsets, no transactions). The report folds them
+    into one line instead of a row each."""
+    counts, rules = doc.get("counts", {}), property_rules()
+    return [
+        name
+        for name, p in doc["properties"].items()
+        if not p["claimed"]
+        and p["valid"] == "unknown"
+        and not any(counts.get(k) for k in rules.get(name, ()))
+    ]
+
+
+def shown_counts(doc: dict[str, Any]) -> dict[str, Any]:
+    """The message counts the report lists: what was sent and what came of
+    it, those of the properties it shows a row for, and any that is not 0."""
+    counts, rules = doc.get("counts", {}), property_rules()
+    folded = set(not_judged(doc))
+    wanted = {"attempted", "acknowledged", "failed", "indeterminate", "delivered"}
+    wanted |= {k for name in doc["properties"] if name not in folded for k in rules.get(name, ())}
+    return {k: v for k, v in counts.items() if k in wanted or v}
+
+
 def _verdict_table(doc: dict[str, Any]) -> str:
     rows = []
     counts = doc.get("counts", {})
     rules = property_rules()
+    folded = not_judged(doc)
     for name, p in doc["properties"].items():
+        if name in folded:
+            continue
         word = held_word(p)
         cls = WORD_CLASS.get(word, "unknown")
         shown = ", ".join(f"{k}={counts[k]}" for k in rules.get(name, ()) if k in counts)
@@ -210,9 +239,17 @@ def _verdict_table(doc: dict[str, Any]) -> str:
             f"<tr><td>{_e(name)}</td><td>{'yes' if p['claimed'] else 'no'}</td>"
             f"<td class='{cls}'>{word}</td><td>{_e(shown)}{reason}</td></tr>"
         )
+    said = "; ".join(
+        f"{n} ({doc['properties'][n]['reason']})" if doc["properties"][n].get("reason") else n
+        for n in folded
+    )
+    rest = (
+        "<p id='not-judged'><small>Not judged by this run, nothing in its history "
+        f"decides them: {_e(said)}.</small></p>"
+    )
     return (
         "<table id='verdict'><tr><th>property</th><th>claimed</th><th>held?</th>"
-        "<th>counts</th></tr>" + "".join(rows) + "</table>"
+        "<th>counts</th></tr>" + "".join(rows) + "</table>" + (rest if folded else "")
     )
 
 
@@ -397,7 +434,7 @@ def render(run: RunDir, doc: dict[str, Any], test: dict[str, Any], data: PlotDat
 <h2>Verdict</h2>
 <span class="verdict {verdict}" id="overall">{verdict}</span>{_hollow_note(doc)}
 {_verdict_table(doc)}
-<p>Messages: {_e(", ".join(f"{k} {v}" for k, v in doc.get("counts", {}).items()))}</p>
+<p>Messages: {_e(", ".join(f"{k} {v}" for k, v in shown_counts(doc).items()))}</p>
 <h2>Configuration</h2>
 {configuration}
 <p>Claims, and where the vendor makes them:</p>

@@ -351,3 +351,29 @@ def test_a_cited_line_reads_as_a_row_a_hundred_message_send_as_its_id_range():
     }
     assert "process 2 · info receive · error: timeout" in cited_row(9, json.dumps(info))
     assert "<code>not json</code>" in cited_row(1, "not json")
+
+
+def test_what_a_run_cannot_decide_is_one_line_and_its_counters_are_left_out():
+    """A RabbitMQ run: read-committed and share-at-least-once are undecidable
+    there and unclaimed (folded into one line), and counters no shown
+    property is made of (stuck-lso, G1c) are left out while 0."""
+    from reports.html import _verdict_table, not_judged, shown_counts
+
+    doc = {
+        "properties": {
+            "at-least-once": {"claimed": True, "valid": True},
+            "at-most-once": {"claimed": False, "valid": True},
+            "read-committed": {"claimed": False, "valid": "unknown", "reason": "no offsets"},
+            "share-at-least-once": {"claimed": False, "valid": "unknown"},
+            "per-partition-order": {"claimed": True, "valid": "unknown", "reason": "no offsets"},
+        },
+        "counts": {"attempted": 5, "acknowledged": 5, "lost": 0, "duplicated": 0,
+                   "aborted-read": 0, "G1c": 0, "stuck-lso": 0, "unaccepted": 2},
+    }  # fmt: skip
+    assert not_judged(doc) == ["read-committed"]  # share: a count not 0; ppo: claimed
+    table = _verdict_table(doc)
+    assert "<td>read-committed</td>" not in table and "<td>per-partition-order</td>" in table
+    assert "decides them: read-committed (no offsets)." in table
+    shown = shown_counts(doc)
+    assert "G1c" not in shown and "stuck-lso" not in shown and shown["unaccepted"] == 2
+    assert shown["lost"] == 0 and shown["aborted-read"] == 0  # at-most-once's, shown
