@@ -71,9 +71,11 @@ MAX_FAULT_ROWS = 200  # the fault table lists the first ones
 
 
 def _shade_faults(ax, data: PlotData) -> None:
+    """The faults as bands (an instant one as a line), named by kind in the
+    legend: their labels are the timeline's, in lanes that never overprint."""
     labelled = set()
-    spans, with_labels = drawn_faults(data)
-    for name, start, stop, value in spans:
+    spans, _ = drawn_faults(data)
+    for name, start, stop, _value in spans:
         colour = FAULT_COLOURS.get(name, "#bdbdbd")
         label = plot_text(name) if name not in labelled else None
         labelled.add(name)
@@ -81,24 +83,15 @@ def _shade_faults(ax, data: PlotData) -> None:
             ax.axvline(start, color=colour, lw=1.2, label=label)
         else:
             ax.axvspan(start, stop, color=colour, alpha=0.35, label=label, lw=0)
-            if with_labels:
-                ax.text(
-                    start,
-                    1.0,
-                    plot_text(describe_fault(name, value)),
-                    transform=ax.get_xaxis_transform(),
-                    fontsize=7,
-                    va="bottom",
-                    rotation=30,
-                    color="#444",
-                )
 
 
 def _legend(ax, **extra: Any) -> None:
     """A legend where something is labelled: a history with no client
     completion and no fault has nothing to name (matplotlib warned)."""
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, ncol=4, loc="upper right", **extra)
+        # below the axes: a legend inside covered the data
+        where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2), **extra}
+        ax.legend(fontsize=7, ncol=6, frameon=False, **where)
 
 
 def latency_plot(data: PlotData) -> str:
