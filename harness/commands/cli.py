@@ -338,6 +338,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return replay(args.run, options, overrides, _out())
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    """The shell's completion script for every command and flag, made from
+    the parser (shtab): `source <(queuecheck completion bash)`."""
+    import shtab
+
+    print(shtab.complete(build_parser(), shell=args.shell))
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """`plan show`: the plan a file or the flags make, checked against the
     run's broker as a run would, printed as TOML, nothing run; `plan list`:
@@ -534,6 +543,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p, ReplayOptions)
     add_arguments(p, RunOptions, skip={f.name for f in fields(RunOptions)} - REPLAY_OVERRIDES)
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser(
+        "completion",
+        help="print the shell completion script: source <(queuecheck completion bash)",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "tcsh"))
+    p.set_defaults(func=cmd_completion)
 
     p = sub.add_parser(
         "plan", help="fault plans: show the plan a file or flags make; the shipped plans; steps"

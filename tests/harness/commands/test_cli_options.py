@@ -191,3 +191,18 @@ def test_a_runs_command_is_the_same_test_again(options, tmp_path):
     again = _run_options(build_parser().parse_args(words[1:]))
     assert again.changed() == opts.changed()
     assert {"--system", "--store"} <= set(opts.changed())
+
+
+def test_bash_completes_commands_and_flags_from_the_parser():
+    """`source <(queuecheck completion bash)` in a real bash: a command and a
+    run's flag complete."""
+    script = f"""
+source <({ROOT}/.venv/bin/queuecheck completion bash)
+complete_it() {{ COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"
+  COMP_POINT=${{#COMP_LINE}}; _shtab_queuecheck queuecheck "${{@: -1}}" "${{@: -2:1}}"
+  echo "${{COMPREPLY[@]}}"; }}
+complete_it queuecheck te
+complete_it queuecheck test --nemesis-p
+"""
+    said = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert said.stdout.splitlines() == ["test", "--nemesis-profile --nemesis-plan"], said
