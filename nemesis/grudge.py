@@ -7,8 +7,10 @@ the grudge is what that graph lacks, so every shape is checkable as a graph.
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 Grudge = dict[str, frozenset[str]]
 SHAPES = ("isolate", "halves", "bridge", "majorities-ring")
@@ -38,6 +40,8 @@ def grudge_of(g: nx.Graph | nx.DiGraph) -> Grudge:
 
 def components(parts: list[list[str]]) -> nx.Graph:
     """Complete graphs on each part, nothing between them."""
+    import networkx as nx  # at the strike, not when the faults' flags are read
+
     g = nx.Graph()
     for part in parts:
         g.add_nodes_from(part)
@@ -74,6 +78,8 @@ def majorities_ring(nodes: list[str], rng: random.Random) -> nx.DiGraph:
     is 2, so each pair keeps one direction only."""
     ring = rng.sample(nodes, len(nodes))
     m = len(nodes) // 2 + 1
+    import networkx as nx
+
     g = nx.DiGraph()
     g.add_nodes_from(nodes)
     for i, n in enumerate(ring):

@@ -9,7 +9,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from checkers.exercise import describe
 from checkers.registry import anomalies, property_rule
 
 HELD = {True: "[green]held[/]", False: "[bold red]VIOLATED[/]", "unknown": "[yellow]unknown[/]"}
@@ -120,6 +119,8 @@ def print_verdict(
             f"[yellow]note:[/] line {line} of the history is a partial "
             "write (crashed run) and was skipped"
         )
+    from checkers.exercise import describe  # Spark's: not for a command's --help
+
     exercise = describe(hist)
     if exercise:
         console.print(f"exercised: {escape(exercise)}")

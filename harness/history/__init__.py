@@ -26,7 +26,17 @@ from .contract import (
     read_history,
     validate_op,
 )
-from .writer import HistoryWriter
+
+
+def __getattr__(name: str):
+    # The writer brings the columnar sidecar, and with it pyarrow: loaded when
+    # something writes a history, not by every command that names one.
+    if name == "HistoryWriter":
+        from .writer import HistoryWriter
+
+        return HistoryWriter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "COMPLETION_TYPES",
