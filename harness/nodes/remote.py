@@ -7,10 +7,8 @@ before the call gives up, and every failure names the node.
 
 from __future__ import annotations
 
-import importlib.util
 import secrets
 import shlex
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,23 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-
-def _lazy(name: str):
-    """The module `name`, loaded when first used (the stdlib's LazyLoader):
-    paramiko costs a command's --help a tenth of a second, and only a run
-    reaches a node."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None, name
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-paramiko = _lazy("paramiko")
+# imported here, not lazily: a LazyLoader'd paramiko raced on Python 3.11 (threads
+# connecting at once saw it half loaded: no SSHException)
+import paramiko
 
 EOF_GRACE = 2.0  # s after the exit status to wait for the rest of the output
 
@@ -80,12 +64,10 @@ class HostKeyChanged(RuntimeError):
     pass
 
 
-class TrustOnFirstUse:
+class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
     """A host key seen for the first time is trusted and kept in the tool's
     own known_hosts (never the user's ~/.ssh); from then on a different key
-    for that host is refused (paramiko checks the loaded keys itself). A
-    missing-host-key policy as paramiko calls one (its MissingHostKeyPolicy
-    is an interface of this one method)."""
+    for that host is refused (paramiko checks the loaded keys itself)."""
 
     def __init__(self, path: Path):
         self.path = path
