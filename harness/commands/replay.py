@@ -1,7 +1,8 @@
 """`queuecheck replay RUN_DIR [--runs N]`: a stored test run again with
 its own options and the faults it actually ran, at the same moments on
 the same targets (nemesis/plan/replay.py), N times; says in how many the
-original run's violations came back. Each replay's test.json names the run
+original run's violations (every property it violated, claimed or not)
+came back. Each replay's test.json names the run
 it replays (`replays`) and holds the fixed plan; the replay's summary goes
 into `<store>/replay/<test>/<time>/replay.json`.
 
@@ -42,12 +43,12 @@ class ReplayOptions:
 
 
 def violated(doc: dict[str, Any] | None) -> list[str]:
-    """The claimed properties a run's results say were violated."""
+    """The properties a run's results say were violated, claimed or not: a
+    finding is what the setup did (acks=1 loses what it never promised to
+    keep); whether a replay fails the exit code is the claims' to say."""
     if not doc:
         return []
-    return sorted(
-        p for p, v in doc.get("properties", {}).items() if v["claimed"] and v["valid"] is False
-    )
+    return sorted(p for p, v in doc.get("properties", {}).items() if v["valid"] is False)
 
 
 def replay_options(run: RunDir, plan_file: Path, overrides: dict[str, Any]) -> RunOptions:
