@@ -223,14 +223,12 @@ def test_each_run_shows_its_system_version_time_counts_and_whether_it_runs(store
 
 def test_the_index_filter_runs_in_a_browser_from_the_url(store):
     """Headless Chromium opens /?q=rabbit: only rabbit's runs stay shown."""
-    import subprocess
+    from tests.browser import dump_dom
 
     server = make_server(store, port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_port}/?q=rabbit"
-        chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
-        dom = subprocess.run([*chromium, url], capture_output=True, text=True, timeout=120).stdout
+        dom = dump_dom(f"http://127.0.0.1:{server.server_port}/?q=rabbit")
     finally:
         server.shutdown()
         server.server_close()

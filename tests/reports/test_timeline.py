@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 from harness.rundir import RunDir
 from reports.html import render
 from reports.plotdata import PlotData, plot_data
 from reports.timeline import CHAR, label_lanes, messages, timeline_view
+from tests.browser import dump_dom
 from tests.histories import Builder
 from tests.reports.test_report import DOC
-
-CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu"]
 
 
 def test_labels_that_would_overprint_go_to_the_next_lane_and_beyond_them_none():
@@ -56,12 +54,7 @@ def test_the_timeline_in_chromium_draws_every_op_and_shows_one_from_the_address(
     report = run / "report.html"
     report.write_text(render(RunDir.at(run), DOC, {"name": "demo"}, data))
     sent = next(op for op in data.timeline if op[6] == (5, 20, 24))
-    dom = subprocess.run(
-        [*CHROMIUM, "--dump-dom", f"{report.resolve().as_uri()}#op={sent[5]}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    dom = dump_dom(f"{report.resolve().as_uri()}#op={sent[5]}")
     view = dom[dom.index('id="timeline"') :]
     view = view[: view.index("</svg>")]
     bars = re.findall(r'<rect class="op (\w+)"', view)

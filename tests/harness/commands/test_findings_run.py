@@ -6,12 +6,12 @@ tests/test_matrix.py, test_rabbitmq_run.py, test_kafka_run.py.)
 `queuecheck findings --runs 10` measures the detection rate: README."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from harness.commands.cli import main
+from tests.browser import dump_dom
 from tests.clusters import own_cluster
 
 pytestmark = pytest.mark.integration
@@ -69,13 +69,7 @@ def test_known_bad_rows_are_caught_with_the_faults_said_in_the_history(
     # nothing) starts at or below the offset the lost id was acknowledged at
     epochs = results["history"]["leader-epochs"][lost["partition"]]
     assert any(e > 0 and first <= lost["acked-offset"] for e, first, _ in epochs), epochs
-    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
-    dom = subprocess.run(
-        [*chromium, (isolated / "report.html").resolve().as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    dom = dump_dom((isolated / "report.html").resolve().as_uri())
     view = dom[dom.index('id="replica-view"') :]
     view = view[: view.index("</table>")]
     assert f"<td>{lost_id}</td>" in view and "absent" in view
